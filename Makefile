@@ -17,7 +17,7 @@ demo: install
 	$(VENV)/bin/builder demo
 
 label-studio: install
-	$(PY) -c "from annotation.server import ensure_installed; ensure_installed()"
+	$(PY) -c "from annotation.server import migrated_template; migrated_template()"
 
 test: install label-studio
 	$(PY) -m pytest -q

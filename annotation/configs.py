@@ -60,7 +60,9 @@ def sentence_config(lang: Language) -> str:
     <Header size="6" value="Acceptable concept"/><Text name="acceptable_word" value="$acceptable_word"/>
     <Header size="6" value="Unacceptable concept"/><Text name="unacceptable_word" value="$unacceptable_word"/>
     <Header size="6" value="English"/><Text name="english" value="$english"/>
+    <Header size="6" value="Generator's flag"/><Text name="flag" value="$flag"/>
   </View>
+  <Header size="6" value="The concept's span is marked ⟦like this⟧; fix a sentence by editing the box under it."/>
   <View style="direction: {_dir(lang)}">
     <Header size="5" value="Acceptable sentence"/><Text name="acceptable" value="$acceptable"/>
     <TextArea name="acceptable_fixed" toName="acceptable" editable="true" maxSubmissions="1" rows="1" transcription="true"/>

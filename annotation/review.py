@@ -8,18 +8,16 @@ only what is missing. Pulling maps every annotation back to the proposal it was 
 
 from __future__ import annotations
 
-import hashlib
-import json
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
-from typing import Any
 
 from label_studio_sdk import LabelStudio
 from sqlalchemy import select
 
+from annotation import sentences
 from annotation.agreement import agreement
 from annotation.configs import CONFIGS, TRANSLATION_DECISIONS
 from annotation.server import Connection
+from annotation.tasks import parse_annotation, task_hash, textarea, when
 from annotation.textdiff import edit_distance
 from builder.languages import SEED_LANGUAGES, registry
 from builder.records import VerifiedWord
@@ -82,10 +80,6 @@ def ensure_project(ws: Workspace, ls: LabelStudio, conn: Connection, stage: str,
 # -- translation tasks -------------------------------------------------------------------------------
 
 
-def _hash(data: dict) -> str:
-    return hashlib.sha256(json.dumps(data, ensure_ascii=False, sort_keys=True).encode()).hexdigest()[:16]
-
-
 def translation_tasks(ws: Workspace, lang: str) -> list[dict]:
     """One task per item whose latest proposal is not verified yet."""
     latest = latest_proposals(ws, lang)
@@ -107,13 +101,10 @@ def translation_tasks(ws: Workspace, lang: str) -> list[dict]:
             "category": cat or "—", "alternatives": "; ".join(p["alternatives"]) or "—", "note": p["note"] or "—",
             "proposal_id": p["id"], "revision": p["revision"], "draft": p["text"],
         }
-        data["hash"] = _hash(data)
-        tasks.append({"data": data, "model": models.get(p["llm_call_id"], "llm")})
+        data["hash"] = task_hash(data)
+        tasks.append({"data": data, "model": models.get(p["llm_call_id"], "llm"),
+                      "prediction": [textarea("translation", "english", p["text"])]})
     return tasks
-
-
-def _prediction(draft: str) -> list[dict]:
-    return [{"from_name": "translation", "to_name": "english", "type": "textarea", "value": {"text": [draft]}}]
 
 
 def existing_tasks(ls: LabelStudio, project_id: int) -> dict[str, tuple[int, str]]:
@@ -125,16 +116,25 @@ def existing_tasks(ls: LabelStudio, project_id: int) -> dict[str, tuple[int, str
     return out
 
 
+def stage_tasks(ws: Workspace, lang: str, stage: str) -> list[dict]:
+    """The tasks a stage wants reviewed now: each `{data, model, prediction}`, keyed by `data.item_key`."""
+    if stage == "translation":
+        return translation_tasks(ws, lang)
+    if stage == "adjudication":
+        return adjudication_tasks(ws, lang)
+    if stage == "sentences":
+        return sentences.sentence_tasks(ws, lang)
+    raise NotImplementedError(f"push for stage {stage!r} is not implemented yet")
+
+
 def push(ws: Workspace, conn: Connection, lang: str, *, stage: str = "translation", limit: int | None = None,
          chunk: int = CHUNK, overlap: int = 1, overlap_share: float = 0.0) -> PushSummary:
     """Push review tasks; `overlap_share` of them go to `overlap` curators each (Label Studio's overlap)."""
-    if stage not in ("translation", "adjudication"):
-        raise NotImplementedError(f"push for stage {stage!r} is not implemented yet")
+    tasks = stage_tasks(ws, lang, stage)[: limit or None]
     ls = client(conn)
     pid = ensure_project(ws, ls, conn, stage, lang)
     if overlap > 1:
         ls.projects.update(id=pid, maximum_annotations=overlap, overlap_cohort_percentage=round(overlap_share * 100))
-    tasks = (translation_tasks(ws, lang) if stage == "translation" else adjudication_tasks(ws, lang))[: limit or None]
     have = existing_tasks(ls, pid)
     summary = PushSummary()
     new = []
@@ -147,13 +147,13 @@ def push(ws: Workspace, conn: Connection, lang: str, *, stage: str = "translatio
         else:  # a re-proposal: same task, new draft; the annotations on it stay
             task_id = have[data["item_key"]][0]
             ls.tasks.update(id=str(task_id), data=data)
-            ls.predictions.create(task=task_id, result=_prediction(data["draft"]), model_version=task["model"])
+            ls.predictions.create(task=task_id, result=task["prediction"], model_version=task["model"])
             summary.updated += 1
     for i in range(0, len(new), chunk):
         batch = new[i : i + chunk]
         ls.projects.import_tasks(
             id=pid,
-            request=[{"data": x["data"], "predictions": [{"model_version": x["model"], "result": _prediction(x["data"]["draft"])}]}
+            request=[{"data": x["data"], "predictions": [{"model_version": x["model"], "result": x["prediction"]}]}
                      for x in batch],
             return_task_ids=True,
         )
@@ -164,60 +164,41 @@ def push(ws: Workspace, conn: Connection, lang: str, *, stage: str = "translatio
 # -- pulling -----------------------------------------------------------------------------------------
 
 
-def _when(value: Any) -> datetime:
-    if isinstance(value, datetime):
-        return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
-    return datetime.fromisoformat(str(value).replace("Z", "+00:00"))
-
-
-def parse_annotation(ann: dict) -> dict:
-    """Decision, final text and comment from one translation-review annotation."""
-    fields: dict[str, Any] = {}
-    for r in ann.get("result") or []:
-        value = r.get("value") or {}
-        if r.get("from_name") == "decision" and value.get("choices"):
-            fields["decision"] = value["choices"][0]
-        elif r.get("from_name") in ("translation", "comment") and value.get("text") is not None:
-            text = value["text"]
-            fields[r["from_name"]] = " ".join((text if isinstance(text, list) else [text])).strip()
-    return fields
+PULLED_STAGES = ("translation", "adjudication", "sentences")  # translation before its adjudication
 
 
 def pull(ws: Workspace, conn: Connection) -> PullSummary:
     ls = client(conn)
     users = {u.id: (u.email or u.username or str(u.id)) for u in ls.users.list()}
     summary = PullSummary()
-    projects = ws.rows(select(t.review_projects).where(t.review_projects.c.url == conn.url,
-                                                       t.review_projects.c.stage.in_(("translation", "adjudication")))
-                       .order_by(t.review_projects.c.stage.desc()))  # translation first, then adjudication
+    projects = sorted(ws.rows(select(t.review_projects).where(t.review_projects.c.url == conn.url,
+                                                              t.review_projects.c.stage.in_(PULLED_STAGES))),
+                      key=lambda p: PULLED_STAGES.index(p["stage"]))
     known = {r["annotation_id"]: r for r in ws.rows(select(t.review_annotations).where(t.review_annotations.c.url == conn.url))}
-    langs = []
+    langs: dict[str, set[str]] = {}
     for proj in projects:
         lang, stage = proj["lang"], proj["stage"]
-        langs.append(lang)
+        langs.setdefault(lang, set()).add(stage)
         exported = ls.projects.exports.as_json(proj["project_id"])
         with ws.transaction() as c:
             for task in exported:
-                data = task["data"]
                 for ann in task.get("annotations") or []:
-                    updated = _when(ann.get("updated_at") or ann["created_at"])
+                    updated = when(ann.get("updated_at") or ann["created_at"])
                     old = known.get(ann["id"])
-                    if old and _when(old["updated_at"]) == updated:
+                    if old and when(old["updated_at"]) == updated:
                         summary.unchanged += 1
                         continue
                     fields = parse_annotation(ann)
-                    decision = fields.get("decision")
-                    # An annotation made before a re-proposal keeps the proposal it was made on.
-                    proposal_id = old["proposal_id"] if old else data["proposal_id"]
-                    draft = ws_draft(c, proposal_id)
-                    final = fields.get("translation") or draft
+                    cancelled = bool(ann.get("was_cancelled"))
                     row = dict(
-                        stage=stage, lang=lang, item_id=data["item_id"], proposal_id=proposal_id, task_id=task["id"],
-                        decision=None if ann.get("was_cancelled") else decision, final_text=final,
+                        stage=stage, lang=lang, task_id=task["id"], decision=None if cancelled else fields.get("decision"),
                         comment=fields.get("comment", ""), reviewer=users.get(ann.get("completed_by"), str(ann.get("completed_by"))),
-                        cancelled=bool(ann.get("was_cancelled")), lead_time_s=ann.get("lead_time"),
-                        edit_distance=edit_distance(draft, final), created_at=_when(ann["created_at"]), updated_at=updated,
+                        cancelled=cancelled, lead_time_s=ann.get("lead_time"), created_at=when(ann["created_at"]), updated_at=updated,
                     )
+                    if stage == "sentences":
+                        row |= sentences.record(c, conn.url, ann["id"], task["data"], fields, first_pull=old is None)
+                    else:
+                        row |= _translation_fields(c, task["data"], fields, old)
                     if old:
                         c.execute(t.review_annotations.update().where(t.review_annotations.c.annotation_id == ann["id"],
                                                                       t.review_annotations.c.url == conn.url).values(**row))
@@ -225,9 +206,18 @@ def pull(ws: Workspace, conn: Connection) -> PullSummary:
                     else:
                         c.execute(t.review_annotations.insert().values(annotation_id=ann["id"], url=conn.url, **row))
                         summary.new += 1
-    for lang in dict.fromkeys(langs):
-        _apply(ws, lang, summary)
+    for lang, stages in langs.items():
+        if stages & {"translation", "adjudication"}:
+            _apply(ws, lang, summary)
     return summary
+
+
+def _translation_fields(c, data: dict, fields: dict, old: dict | None) -> dict:
+    # An annotation made before a re-proposal keeps the proposal it was made on.
+    proposal_id = old["proposal_id"] if old else data["proposal_id"]
+    draft = ws_draft(c, proposal_id)
+    final = fields.get("translation") or draft
+    return dict(item_id=data["item_id"], proposal_id=proposal_id, final_text=final, edit_distance=edit_distance(draft, final))
 
 
 def ws_draft(c, proposal_id: int) -> str:
@@ -315,8 +305,8 @@ def adjudication_tasks(ws: Workspace, lang: str) -> list[dict]:
         data["opinions"] = " | ".join(f"{a['reviewer']}: {a['decision']} '{a['final_text']}'"
                                       + (f" ({a['comment']})" if a["comment"] else "") for a in anns)
         data.pop("hash", None)
-        data["hash"] = _hash(data)
-        tasks.append({"data": data, "model": base[item]["model"]})
+        data["hash"] = task_hash(data)
+        tasks.append({**base[item], "data": data})
     return tasks
 
 
@@ -338,6 +328,9 @@ def review_status(ws: Workspace) -> list[dict]:
     out = []
     for proj in ws.rows(select(t.review_projects).order_by(t.review_projects.c.stage, t.review_projects.c.lang)):
         lang, stage = proj["lang"], proj["stage"]
+        if stage == "sentences":
+            out.append({"stage": stage, "lang": lang, **sentences.sentence_status(ws, lang)})
+            continue
         latest = latest_proposals(ws, lang)
         anns = ws.rows(select(t.review_annotations).where(t.review_annotations.c.lang == lang, t.review_annotations.c.stage == stage)
                        .order_by(t.review_annotations.c.updated_at))

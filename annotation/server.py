@@ -15,6 +15,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import sys
 import time
 import urllib.request
@@ -58,6 +59,36 @@ def ensure_installed(venv: Path | None = None, log=print) -> Path:
     if not exe.is_file():
         raise ServerError(f"Label Studio did not install into {venv}")
     return exe
+
+
+def migrated_template(log=print) -> Path:
+    """A data directory whose database is already migrated, made once per Label Studio install.
+
+    A fresh workspace copies it and starts in seconds instead of migrating for half a minute. It holds
+    no user and no organization: those are created at the copy's first start from our own secrets.
+    """
+    template = venv_dir() / "migrated-data"
+    if (template / "label_studio.sqlite3").is_file():
+        return template
+    ensure_installed(log=log)
+    log("preparing Label Studio's database (about 30 s, once per install)")
+    building = Path(tempfile.mkdtemp(prefix="migrating-", dir=venv_dir()))
+    env = {**os.environ, "LABEL_STUDIO_BASE_DATA_DIR": str(building), "COLLECT_ANALYTICS": "false",
+           "LATEST_VERSION_CHECK": "false", "SENTRY_DSN": "", "FRONTEND_SENTRY_DSN": ""}
+    for var in ("LABEL_STUDIO_USERNAME", "LABEL_STUDIO_PASSWORD", "LABEL_STUDIO_USER_TOKEN", "LABEL_STUDIO_API_KEY"):
+        env.pop(var, None)
+    manage = next((venv_dir() / "lib").glob("python*/site-packages/label_studio/manage.py"))
+    try:
+        subprocess.run([str(venv_dir() / "bin" / "python"), str(manage), "migrate"], env=env, check=True,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+        building.rename(template)
+    except subprocess.CalledProcessError as exc:
+        raise ServerError(f"migrating Label Studio's database failed (exit {exc.returncode})") from exc
+    except OSError:  # another process made the template first
+        pass
+    finally:
+        shutil.rmtree(building, ignore_errors=True)
+    return template
 
 
 def state_dir(workspace: Path) -> Path:
@@ -113,7 +144,6 @@ def serve(
     host: str = "127.0.0.1",
     port: int | None = None,
     allow_remote: bool = False,
-    seed_data_dir: Path | None = None,
     timeout_s: float = 120.0,
     log=print,
 ) -> Connection:
@@ -125,9 +155,9 @@ def serve(
     exe = ensure_installed(log=log)
     sdir = state_dir(workspace)
     data = sdir / "data"
-    if seed_data_dir and not (data / "label_studio.sqlite3").exists():
-        shutil.copytree(seed_data_dir, data, dirs_exist_ok=True)  # an already migrated database starts in seconds
-    data.mkdir(parents=True, exist_ok=True)
+    if not (data / "label_studio.sqlite3").exists():
+        shutil.copytree(migrated_template(log=log), data, dirs_exist_ok=True, ignore=shutil.ignore_patterns(".env"))
+        _write_secret(data / ".env", f"SECRET_KEY={secrets.token_urlsafe(50)}\n")  # never shared between workspaces
     token = _secret(sdir / "token", "LABEL_STUDIO_API_KEY")
     password = _secret(sdir / "password", None)
     port = port or _free_port(host)

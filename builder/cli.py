@@ -315,7 +315,7 @@ def review_stop(workspace: Optional[Path] = WorkspaceOpt) -> None:
 
 @review_app.command("push")
 def review_push(
-    stage: str = typer.Option("translation", help="translation | adjudication (sentences, inflections: not yet)"),
+    stage: str = typer.Option("translation", help="translation | adjudication | sentences"),
     lang: str = LangOpt,
     limit: Optional[int] = typer.Option(None, help="At most this many tasks per language"),
     overlap: int = typer.Option(1, min=1, help="Curators per task for the overlapping share"),
@@ -356,23 +356,33 @@ def review_pull(workspace: Optional[Path] = WorkspaceOpt) -> None:
 @review_app.command("repropose")
 def review_repropose(
     lang: str = LangOpt,
+    stage: str = typer.Option("translation", help="translation (words back to translation) | sentences (pairs back to generation)"),
     offline: bool = OfflineOpt,
     workspace: Optional[Path] = WorkspaceOpt,
 ) -> None:
     """Send rejected and ambiguous items back to the LLM with the curator's comment."""
     from annotation.review import rejected_items
+    from annotation.sentences import rejected_pairs
+    from builder.generate import regenerate
     from builder.translate import repropose
 
+    if stage not in ("translation", "sentences"):
+        _fail(ValueError(f"--stage must be translation or sentences, not {stage!r}"))
     ws = _ws(workspace)
-    langs = _langs(ws, lang)
-    for lg in langs:
-        rejected = rejected_items(ws, lg.code)
+    for lg in _langs(ws, lang):
+        rejected = rejected_items(ws, lg.code) if stage == "translation" else rejected_pairs(ws, lg.code)
         if not rejected:
             out.print(f"{lg.code}: nothing rejected")
             continue
-        run = _llm_stage(ws, "repropose", None, (offline, False, False, None),
-                         lambda c, p, scope, lg=lg, rejected=rejected: repropose(ws, c, lg, rejected))
-        out.print(f"{lg.code}: {run.result} new revision(s); push again to review them")
+        if stage == "translation":
+            run = _llm_stage(ws, "repropose", None, (offline, False, False, None),
+                             lambda c, p, scope, lg=lg, rejected=rejected: repropose(ws, c, lg, rejected))
+            out.print(f"{lg.code}: {run.result} new revision(s); push again to review them")
+        else:
+            run = _llm_stage(ws, "regenerate", None, (offline, False, False, None),
+                             lambda c, p, scope, lg=lg, rejected=rejected: regenerate(ws, c, lg, rejected, progress=p))
+            out.print(f"{lg.code}: {run.result.generated[lg.code]} pair(s) written again, "
+                      f"{run.result.flagged[lg.code]} flagged; push --stage sentences to review them")
 
 
 @review_app.command("status")
@@ -385,7 +395,7 @@ def review_status_cmd(workspace: Optional[Path] = WorkspaceOpt, as_json: bool = 
         print(json.dumps(rows, ensure_ascii=False, indent=1))
         return
     table = Table()
-    for col in ("stage", "lang", "pending", "accept", "corrected", "reject", "ambiguous", "skipped", "disagree",
+    for col in ("stage", "lang", "pending", "accept", "corrected", "fix", "reject", "ambiguous", "skipped", "disagree",
                 "alpha", "text exact", "chrF", "reviewers"):
         table.add_column(col)
 
@@ -394,7 +404,8 @@ def review_status_cmd(workspace: Optional[Path] = WorkspaceOpt, as_json: bool = 
 
     for r in rows:
         agr = r.get("agreement") or {}
-        table.add_row(r["stage"], r["lang"], *(str(r[k]) for k in ("pending", "accept", "corrected", "reject", "ambiguous", "skipped")),
+        table.add_row(r["stage"], r["lang"], *(str(r.get(k, "—")) for k in ("pending", "accept", "corrected", "fix", "reject",
+                                                                           "ambiguous", "skipped")),
                       str(r.get("disagreements", "")), num(agr.get("alpha")), num(agr.get("exact_match")),
                       num(agr.get("chrf"), "{:.1f}"), ", ".join(r["reviewers"]))
     out.print(table)

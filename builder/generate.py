@@ -86,6 +86,35 @@ async def generate(
     return summary
 
 
+async def regenerate(
+    ws: Workspace, client: LLMClient, lang: Language, rejected: dict[str, str], *, progress: Progress | None = None
+) -> GenerateSummary:
+    """Write rejected pairs again, with the rejected sentences and the curators' comments in the prompt.
+
+    The new sentences replace the old ones only once they pass the integrity check, so an
+    interrupted run leaves the rejected pairs rejected and the next run picks them up again.
+    """
+    summary = GenerateSummary(generated={lang.code: 0}, flagged={lang.code: 0}, blocked={lang.code: 0})
+    pairs = {r["id"]: r for r in ws.rows(select(t.pairs).where(t.pairs.c.id.in_(list(rejected))))}
+    current = {r["pair_id"]: r for r in ws.rows(select(t.sentence_pairs).where(
+        t.sentence_pairs.c.lang == lang.code, t.sentence_pairs.c.pair_id.in_(list(rejected))))}
+    concepts = {r["id"]: r for r in ws.rows(select(t.concepts))}
+    props = {r["id"]: r for r in ws.rows(select(t.properties))}
+    words = verified(ws, lang.code)
+    groups: dict[str, list[dict]] = defaultdict(list)
+    for pid in sorted(rejected):
+        groups[pairs[pid]["group_id"]].append(pairs[pid])
+    counter = {"done": 0, "total": len(rejected)}
+    jobs = []
+    for gid in sorted(groups):
+        lines = "".join(f'- "{current[p["id"]]["acceptable"]}" / "{current[p["id"]]["unacceptable"]}": '
+                        f'{rejected[p["id"]] or "no comment"}\n' for p in groups[gid])
+        feedback = f"A curator rejected these sentences; write new ones that answer the comments:\n{lines}"
+        jobs.append(_run_group(ws, client, lang, groups[gid], words, concepts, props, summary, counter, progress, feedback))
+    await asyncio.gather(*jobs)
+    return summary
+
+
 def _shared_acceptable(ws: Workspace, group_id: str, lang: str) -> dict | None:
     """The acceptable sentence already written for this concept-property, if any."""
     rows = ws.rows(
@@ -97,7 +126,7 @@ def _shared_acceptable(ws: Workspace, group_id: str, lang: str) -> dict | None:
     return rows[0] if rows else None
 
 
-def request_for(lang: Language, group: list[dict], words, concepts, props, fixed: dict | None) -> Request:
+def request_for(lang: Language, group: list[dict], words, concepts, props, fixed: dict | None, feedback: str = "") -> Request:
     prompt = load("generate")
     first = group[0]
     prop = props[first["property_id"]]
@@ -109,7 +138,7 @@ def request_for(lang: Language, group: list[dict], words, concepts, props, fixed
         "Keep its frame.\n"
         if fixed
         else ""
-    )
+    ) + feedback
     fields = {"language": lang.name, "native_name": lang.native_name or lang.name, "code": lang.code,
               "generation_notes": lang.generation_notes}
     system = prompt.system.format(**fields)
@@ -121,10 +150,11 @@ def request_for(lang: Language, group: list[dict], words, concepts, props, fixed
                    expected_output_tokens=60 * len(ids))
 
 
-async def _run_group(ws, client: LLMClient, lang, group, words, concepts, props, summary, counter, progress) -> None:
+async def _run_group(ws, client: LLMClient, lang, group, words, concepts, props, summary, counter, progress,
+                     feedback: str = "") -> None:
     acc_id = group[0]["acceptable_id"]
-    fixed = _shared_acceptable(ws, group[0]["group_id"], lang.code)
-    req = request_for(lang, group, words, concepts, props, fixed)
+    fixed = None if feedback else _shared_acceptable(ws, group[0]["group_id"], lang.code)
+    req = request_for(lang, group, words, concepts, props, fixed, feedback)
     pending = {p["unacceptable_id"]: p for p in group}
     located: dict[str, Located] = {}
     if fixed:

@@ -9,8 +9,12 @@ from sqlalchemy import select
 
 from annotation import server as ls_server
 from annotation.review import client, pull, push, rejected_items, review_status
+from annotation.sentences import rejected_pairs
+from builder.generate import generate, regenerate
 from builder.languages import registry
 from builder.llm.client import LLMClient
+from builder.selection import Scope
+from builder.sentence_reviews import decisions
 from builder.translate import repropose, translate
 from builder.workspace import schema as t
 
@@ -208,3 +212,78 @@ def test_several_curators_agreement_and_adjudication(sample_ws, server, label_st
     assert word["text"] == "ανεμιστήρας οροφής" and word["reviewer"] == f"{ls_server.ADMIN_USER} (adjudicated)"
     review = ws.rows(select(t.reviews).where(t.reviews.c.id == word["review_id"]))[0]
     assert review["decision"] == "corrected" and "(adjudicated)" in review["reviewer"]
+
+
+def _generate(ws, server, lang, props="is used for heating food,can fly"):
+    c = LLMClient(ws, settings_for(server))
+
+    async def go():
+        try:
+            return await generate(ws, c, [registry(ws)[lang]], scope=Scope.parse(ws, props))
+        finally:
+            await c.aclose()
+    return asyncio.run(go())
+
+
+def test_sentence_pairs_accept_fix_reject_then_regenerated_and_reviewed_again(sample_ws, server, label_studio):
+    ws = sample_ws
+    ws_dir, _ = label_studio
+    conn = ls_server.connect(ws_dir)
+    n = _generate(ws, server, "de").generated["de"]  # German words are verified expert seeds
+    assert push(ws, conn, "de", stage="sentences").created == n
+    assert push(ws, conn, "de", stage="sentences").unchanged == n  # idempotent
+    pid = ws.rows(select(t.review_projects).where(t.review_projects.c.stage == "sentences"))[0]["project_id"]
+    tasks = {tk.data["item_id"]: tk for tk in _tasks(conn, pid)}
+    assert len(tasks) == n
+    accept_id, fix_id, reject_id, skip_id = sorted(tasks)[:4]
+    first = tasks[accept_id]
+    # The verified words are marked in the shown sentences; the drafts are prefilled unmarked.
+    assert "⟦" in first.data["acceptable"] and first.data["acceptable"].replace("⟦", "").replace("⟧", "") == \
+        first.data["draft_acceptable"]
+    assert {r["from_name"] for r in first.predictions[0].result} == {"acceptable_fixed", "unacceptable_fixed"}
+
+    def say(task, decision, fixed=None, comment="", cancelled=False):
+        result = [{"from_name": "decision", "to_name": "acceptable", "type": "choices", "value": {"choices": [decision]}}]
+        if fixed:
+            result.append({"from_name": "unacceptable_fixed", "to_name": "unacceptable", "type": "textarea",
+                           "value": {"text": [fixed]}})
+        if comment:
+            result.append({"from_name": "comment", "to_name": "acceptable", "type": "textarea", "value": {"text": [comment]}})
+        client(conn).annotations.create(id=task.id, result=[] if cancelled else result, was_cancelled=cancelled)
+
+    say(tasks[accept_id], "accept")
+    say(tasks[fix_id], "fix", fixed="Ein Wasserkocher wird zum Erhitzen von Speisen benutzt.")
+    say(tasks[reject_id], "reject", comment="the property reads as a question")
+    say(tasks[skip_id], "accept", cancelled=True)
+    pull(ws, conn)
+    assert pull(ws, conn).new == 0
+    got = decisions(ws, "de")
+    assert set(got) == {accept_id, fix_id, reject_id}
+    assert (got[accept_id].acceptable, got[accept_id].unacceptable) == (
+        tasks[accept_id].data["draft_acceptable"], tasks[accept_id].data["draft_unacceptable"])
+    assert got[fix_id].decision == "fix" and got[fix_id].unacceptable.startswith("Ein Wasserkocher")
+    assert got[fix_id].acceptable == tasks[fix_id].data["draft_acceptable"]
+    status = {(r["stage"], r["lang"]): r for r in review_status(ws)}[("sentences", "de")]
+    assert (status["pending"], status["accept"], status["fix"], status["reject"], status["skipped"]) == (n - 3, 1, 1, 1, 1)
+    # Rejected pairs go back to generation with the comment; the rewrite is reviewed again in place.
+    assert rejected_pairs(ws, "de") == {reject_id: "the property reads as a question"}
+    c = LLMClient(ws, settings_for(server))
+
+    async def again():
+        try:
+            return await regenerate(ws, c, registry(ws)["de"], rejected_pairs(ws, "de"))
+        finally:
+            await c.aclose()
+    assert asyncio.run(again()).generated["de"] == 1
+    asked = [m["content"] for r in ws.rows(select(t.llm_cache.c.request)) for m in r["request"]["messages"]]
+    assert any("the property reads as a question" in m for m in asked)
+    assert reject_id not in decisions(ws, "de") and rejected_pairs(ws, "de") == {}
+    s = push(ws, conn, "de", stage="sentences")
+    assert (s.created, s.updated) == (0, 1)
+    after = {tk.data["item_id"]: tk for tk in _tasks(conn, pid)}
+    assert len(after) == n and after[reject_id].id == tasks[reject_id].id
+    assert after[reject_id].data["draft_acceptable"].endswith(", in fact.")
+    say(after[reject_id], "accept")
+    pull(ws, conn)
+    final = decisions(ws, "de")[reject_id]
+    assert final.decision == "accept" and final.unacceptable.endswith(", in fact.")

@@ -162,6 +162,8 @@ class StandinServer:
             prop_en = _PROP.search(first).group(1)
             prop = _VPROP.search(first).group(1)
             out = [self.lexicon.sentence(lang, prop_en, prop, c) for c in items]
+            if "A curator rejected these sentences" in first:  # a rewrite: the same frame, visibly changed
+                out = [{**x, "sentence": x["sentence"].rstrip(".") + ", in fact."} for x in out]
             if self.faults.frame_rate and out:
                 h = hashlib.sha256(f"{self.faults.seed}|frame|".encode() + json.dumps(body, sort_keys=True).encode()).digest()
                 if int.from_bytes(h[:8], "big") / 2**64 < self.faults.frame_rate and len(out) > 1:

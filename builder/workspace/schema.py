@@ -17,7 +17,7 @@ from sqlalchemy import (
     UniqueConstraint,
 )
 
-SCHEMA_VERSION = 2  # 2: review projects and annotations (Label Studio)
+SCHEMA_VERSION = 3  # 2: review projects and annotations (Label Studio); 3: sentence_reviews
 
 metadata = MetaData()
 
@@ -217,4 +217,18 @@ review_annotations = Table(
     Column("edit_distance", Integer),
     Column("created_at", DateTime(timezone=True), nullable=False),
     Column("updated_at", DateTime(timezone=True), nullable=False),
+)
+
+sentence_reviews = Table(
+    "sentence_reviews",
+    metadata,
+    # The sentence-specific half of a `review_annotations` row (same key): which version of the pair the
+    # curator saw, fixed at the first pull, and the sentences they left.
+    Column("annotation_id", Integer, primary_key=True, autoincrement=False),
+    Column("url", Text, primary_key=True),
+    Column("pair_id", String(32), ForeignKey("pairs.id"), nullable=False, index=True),
+    Column("lang", String(8), nullable=False),
+    Column("version", String(16), nullable=False),
+    Column("acceptable", Text, nullable=False),
+    Column("unacceptable", Text, nullable=False),
 )
