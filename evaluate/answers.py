@@ -9,6 +9,7 @@ Per-language words live in data/answers.yaml; a language missing there is read w
 
 from __future__ import annotations
 
+import os
 import unicodedata
 from collections.abc import Sequence
 from functools import lru_cache
@@ -123,50 +124,37 @@ def _alternation(words: Sequence[str], *, left: bool, whole: bool = False) -> st
         if whole or not _UNSPACED.match(w[-1]):
             p += r"(?!\w)"
         parts.append(p)
-    return "(?:" + "|".join(parts) + ")"
+    return "(?:" + "|".join(parts) + ")" if parts else "(?!)"
 
 
-class _Matcher:
-    """Everything compiled for one language and one set of choices."""
+class _Language:
+    """The patterns of one language (its own words, then English), compiled once."""
 
-    def __init__(self, choices: tuple[str, ...], lang: str) -> None:
+    def __init__(self, lang: str) -> None:
         data = answer_data()
-        en, own = data["en"], data.get(lang)
-        langs = [own, en] if own is not None and lang != "en" else [en]
-        self.choices = choices
-        folded = [_fold(c) for c in choices]
-        if len(choices) < 2 or any(not f for f in folded) or len(set(folded)) != len(folded):
-            raise ValueError(f"need at least two distinct, non-empty choices, got {list(choices)!r}")
-        self.phrase_at = regex.compile(_alternation([p for d in langs for p in d.answer_is], left=False), _FLAGS)
-        self.phrase_in = regex.compile(_alternation([p for d in langs for p in d.answer_is], left=True), _FLAGS)
-        self.connector = regex.compile(
-            r"^(?:" + _alternation([c for d in langs for c in d.connectors], left=False) + r"\s*)?", _FLAGS
-        )
-        self.unsure = regex.compile(_alternation([u for d in langs for u in d.unsure], left=False, whole=True), _FLAGS)
-        self.clitics = tuple(_fold(c) for d in langs for c in d.clitics)
-        self.suffixes = tuple(_fold(s) for d in langs for s in d.suffixes)
-        if sorted(folded) == ["no", "yes"]:
-            self.kind = "yesno"
-            forms = {c: [c] + [w for d in langs for w in getattr(d, f"{f}_words")] for c, f in zip(choices, folded)}
-            self.forms = {c: regex.compile(_alternation(ws, left=False, whole=True), _FLAGS) for c, ws in forms.items()}
-            self.any_form = regex.compile(_alternation([w for ws in forms.values() for w in ws], left=False, whole=True),
-                                          _FLAGS)
-        elif all(len(f) == 1 and f.isalpha() for f in folded):
-            self.kind = "letter"
-            self.letters = {f: c for f, c in zip(folded, choices)}
-            self.option = _alternation([w for d in langs for w in d.option] or ["option"], left=True)
-            self.letter_at = regex.compile(
-                rf"^(?:(?P<opt>(?i:{self.option}))\s*)?[(\[]?\s*(?P<L>\p{{L}}){_LETTER_END}(?P<close>[)\]])?"
-            )
-            self.letter_in = regex.compile(
-                rf"(?:(?i:{self.option})\s*[(\[]?\s*(?P<L>\p{{L}}){_LETTER_END})|(?:(?<!\w)[(\[](?P<L>\p{{L}})[)\]])"
-            )
-        else:
-            self.kind = "concept"
-            self.concepts = [(c, f, tuple(regex.findall(r"\w+", f)), bool(_UNSPACED.search(f)))
-                             for c, f in zip(choices, folded)]
+        langs = [data[lang], data["en"]] if lang in data and lang != "en" else [data["en"]]
 
-    # -- reading a reply -------------------------------------------------------------------------------------
+        def words(field: str) -> list[str]:
+            return [w for d in langs for w in getattr(d, field)]
+
+        self.phrase_at = regex.compile(_alternation(words("answer_is"), left=False), _FLAGS)
+        self.phrase_in = regex.compile(_alternation(words("answer_is"), left=True), _FLAGS)
+        self.unsure = regex.compile(_alternation(words("unsure"), left=False, whole=True), _FLAGS)
+        self.connector = regex.compile(r"^(?:" + _alternation(words("connectors"), left=False) + r"\s*)?", _FLAGS)
+        self.clitics = tuple(_fold(c) for c in words("clitics"))
+        self.suffixes = tuple(_fold(c) for c in words("suffixes"))
+        self.yes = regex.compile(_alternation(["yes", *words("yes_words")], left=False, whole=True), _FLAGS)
+        self.no = regex.compile(_alternation(["no", *words("no_words")], left=False, whole=True), _FLAGS)
+        self.yes_no = regex.compile(
+            _alternation(["yes", "no", *words("yes_words"), *words("no_words")], left=False, whole=True), _FLAGS
+        )
+        option = _alternation(words("option"), left=True)
+        self.letter_at = regex.compile(
+            rf"^(?:(?P<opt>(?i:{option}))\s*)?[(\[]?\s*(?P<L>\p{{L}}){_LETTER_END}(?P<close>[)\]])?"
+        )
+        self.letter_in = regex.compile(
+            rf"(?:(?i:{option})\s*[(\[]?\s*(?P<L>\p{{L}}){_LETTER_END})|(?:(?<!\w)[(\[](?P<L>\p{{L}})[)\]])"
+        )
 
     def candidates(self, text: str) -> list[tuple[str, bool]]:
         """The reply's opening, then what follows each "the answer is" inside it; flag: after a lead-in."""
@@ -174,70 +162,115 @@ class _Matcher:
         for m in self.phrase_in.finditer(text):
             if m.start() > 0:
                 out.append(self._strip(text[m.end():], after=True))
-        return out
+        return [(c, after) for c, after in out if not self.unsure.match(c)]
 
     def _strip(self, s: str, after: bool = False) -> tuple[str, bool]:
         while True:
             s = _LEAD.sub("", s, count=1)
             m = self.phrase_at.match(s)
-            if not m or m.end() == 0:
+            if not m:
                 return s, after
             s, after = s[m.end():], True
+
+    def skip_joiners(self, s: str, comma: bool = False) -> str:
+        """What follows an answer once closing quotes and "or"/"and" are passed: another answer means several."""
+        s = _AFTER_ANSWER.sub("", s, count=1)
+        s = _BETWEEN.sub("", s.lstrip(",") if comma else s, count=1)
+        s = self.connector.sub("", s, count=1)
+        return _OPENING.sub("", s, count=1)
+
+    def inflects(self, token: str, word: str) -> bool | None:
+        """True: the word itself; False: an inflected form; None: another word."""
+        if token == word or any(token == c + word for c in self.clitics):
+            return True
+        if any(token == word + s for s in self.suffixes):
+            return False
+        common = len(os.path.commonprefix([token, word]))
+        changed_last = common == len(word) - 1 and len(word) >= 5  # собака → собаку, köpek → köpeği
+        if len(word) >= 4 and (common == len(word) or changed_last) and len(token) - common <= 3:
+            return False
+        return None
+
+
+@lru_cache(maxsize=None)
+def _language(lang: str) -> _Language:
+    return _Language(lang)
+
+
+class _Reader:
+    """Reads replies for one set of choices in one language.
+
+    Each `_<kind>` reader returns a choice, "" for several answers (refuse), or None for none here (read on).
+    """
+
+    def __init__(self, choices: tuple[str, ...], lang: str) -> None:
+        self.lang = _language(lang)
+        folded = [_fold(c) for c in choices]
+        if len(choices) < 2 or any(not f for f in folded) or len(set(folded)) != len(folded):
+            raise ValueError(f"need at least two distinct, non-empty choices, got {list(choices)!r}")
+        self.by_fold = dict(zip(folded, choices))
+        if sorted(folded) == ["no", "yes"]:
+            self.kind = "yesno"
+        elif all(len(f) == 1 and f.isalpha() for f in folded):
+            self.kind = "letter"
+        else:
+            self.kind = "concept"
+            self.concepts = [(c, f, tuple(regex.findall(r"\w+", f)), bool(_UNSPACED.search(f)))
+                             for c, f in zip(choices, folded)]
 
     def read(self, text: str) -> str | None:
         text = _clean(text)
         several = False
-        for cand, after in self.candidates(text):
-            if self.unsure.match(cand):
-                continue
+        for cand, after in self.lang.candidates(text):
             found = getattr(self, f"_{self.kind}")(cand, after)
             if found:
                 return found
             several = several or found == ""
         return None if several else self._fallback(text)
 
-    # Each reader returns a choice, "" for several answers (refuse), or None for none here (read on).
-
     def _yesno(self, s: str, after: bool) -> str | None:
-        m = self.any_form.match(s)
-        if not m:
+        first = self._yes_or_no(s)
+        if first is None:
             return None
-        first = next(c for c, p in self.forms.items() if p.fullmatch(m.group()))
-        rest = self._skip_joiners(s[m.end():])
+        rest = self.lang.skip_joiners(s[self.lang.yes_no.match(s).end():])
         # "نعم ولا", "כן ולא": the conjunction is written onto the second answer
-        for r in [rest] + [rest[len(c):] for c in self.clitics if rest.startswith(c)]:
-            m2 = self.any_form.match(r)
-            if m2 and not self.forms[first].fullmatch(m2.group()):
+        for r in [rest] + [rest[len(c):] for c in self.lang.clitics if rest.startswith(c)]:
+            second = self._yes_or_no(r)
+            if second is not None and second != first:
                 return ""
         return first
+
+    def _yes_or_no(self, s: str) -> str | None:
+        m = self.lang.yes_no.match(s)
+        if not m:
+            return None
+        return self.by_fold["yes" if self.lang.yes.fullmatch(m.group()) else "no"]
 
     def _letter(self, s: str, after: bool) -> str | None:
         first = self._letter_at(s, after)
         if first is None:
             return None
         letter, end = first
-        nxt = self._letter_at(self._skip_joiners(s[end:], comma=True), True, follow=True)
+        nxt = self._letter_at(self.lang.skip_joiners(s[end:], comma=True), True, follow=True)
         if nxt is not None and nxt[0] != letter:
             return ""
         return letter
 
     def _letter_at(self, s: str, after: bool, follow: bool = False) -> tuple[str, int] | None:
-        m = self.letter_at.match(s)
-        if not m or m.group("L").casefold() not in self.letters:
+        m = self.lang.letter_at.match(s)
+        if not m or m.group("L").casefold() not in self.by_fold:
             return None
         letter = m.group("L")
         rest = s[m.end():]
-        explicit = bool(m.group("opt") or m.group("close"))
-        if not explicit:
+        if not (m.group("opt") or m.group("close")):
             if letter.islower() and (follow or rest.strip(" \t\n.!?:;,。、\"'”’」』")):
                 return None  # a lone lower-case letter only when it is the whole reply ("b.")
             if letter.isupper() and not (after or follow) and regex.match(r"[ \t]+\w", rest):
                 return None  # "A toaster …": an article, not option A
-        return self.letters[letter.casefold()], m.end()
+        return self.by_fold[letter.casefold()], m.end()
 
     def _concept(self, s: str, after: bool) -> str | None:
-        clause = _CLAUSE_END.split(s, maxsplit=1)[0]
-        found = self._mentions(clause)
+        found = self._mentions(_CLAUSE_END.split(s, maxsplit=1)[0])
         if len(found) > 1:
             return ""
         return found.pop() if found else None
@@ -246,19 +279,11 @@ class _Matcher:
         if self.kind == "concept":
             found = self._mentions(text)
         elif self.kind == "letter":
-            found = {self.letters[L.casefold()] for m in self.letter_in.finditer(text)
-                     for L in m.captures("L") if L.casefold() in self.letters}
+            found = {self.by_fold[L.casefold()] for m in self.lang.letter_in.finditer(text)
+                     for L in m.captures("L") if L.casefold() in self.by_fold}
         else:
             return None  # yes/no words occur in any explanation ("no other animal …"): only the opening counts
         return found.pop() if len(found) == 1 else None
-
-    def _skip_joiners(self, s: str, comma: bool = False) -> str:
-        s = _AFTER_ANSWER.sub("", s, count=1)
-        s = _BETWEEN.sub("", s.lstrip(",") if comma else s, count=1)
-        s = self.connector.sub("", s, count=1)
-        return _OPENING.sub("", s, count=1)
-
-    # -- concept words ---------------------------------------------------------------------------------------
 
     def _mentions(self, text: str) -> set[str]:
         """Choices named in text: exact or unambiguously inflected, longer names masking shorter ones."""
@@ -272,7 +297,7 @@ class _Matcher:
                 continue
             n = len(words)
             for i in range(len(tokens) - n + 1):
-                grades = [self._inflects(tokens[i + k][0], words[k]) for k in range(n)]
+                grades = [self.lang.inflects(tokens[i + k][0], words[k]) for k in range(n)]
                 if all(g is not None for g in grades):
                     spans.setdefault((tokens[i][1], tokens[i + n - 1][2]), []).append((choice, all(grades)))
         kept: list[tuple[int, int, str]] = []
@@ -285,34 +310,10 @@ class _Matcher:
                 kept.append((start, end, names.pop()))
         return {c for _, _, c in kept}
 
-    def _inflects(self, token: str, word: str) -> bool | None:
-        """True: the word itself; False: an inflected form; None: another word."""
-        if token == word:
-            return True
-        for clitic in self.clitics:
-            if token.startswith(clitic) and token[len(clitic):] == word:
-                return True
-        if any(token == word + s for s in self.suffixes):
-            return False
-        common = len(_common_prefix(token, word))
-        changed_last = common == len(word) - 1 and len(word) >= 5  # собака → собаку, köpek → köpeği
-        if len(word) >= 4 and (common == len(word) or changed_last) and len(token) - common <= 3:
-            return False
-        return None
 
-
-def _common_prefix(a: str, b: str) -> str:
-    n = 0
-    for x, y in zip(a, b):
-        if x != y:
-            break
-        n += 1
-    return a[:n]
-
-
-@lru_cache(maxsize=512)
-def _matcher(choices: tuple[str, ...], lang: str) -> _Matcher:
-    return _Matcher(choices, lang)
+@lru_cache(maxsize=4096)
+def _reader(choices: tuple[str, ...], lang: str) -> _Reader:
+    return _Reader(choices, lang)
 
 
 def normalize(text: str, choices: Sequence[str], lang: str) -> str | None:
@@ -320,4 +321,4 @@ def normalize(text: str, choices: Sequence[str], lang: str) -> str | None:
 
     `choices` are the canonical English "yes"/"no", option letters ("A", "B", …) or concept words in `lang`.
     """
-    return _matcher(tuple(choices), lang).read(text)
+    return _reader(tuple(choices), lang).read(text)

@@ -86,11 +86,11 @@ def test_bad_data_file_names_file_line_and_field(tmp_path):
         "de:\n  yes_words: [ja]\n  no_words: [nein, Ja]\n  answer_is: [antwort]\n",
         encoding="utf-8",
     )
-    with pytest.raises(AnswerDataError, match=rf"{path}:5: language 'de': entry: Value error, listed as both yes and no: ja"):
+    with pytest.raises(AnswerDataError, match=rf"{path}:5: language 'de': entry: .*listed as both yes and no: ja"):
         load_answer_data(path)
     # unquoted yes/no are YAML booleans: reported, not silently read as "True"
     path.write_text("en:\n  yes_words: [yes]\n  no_words: [no]\n  answer_is: [answer]\n", encoding="utf-8")
-    with pytest.raises(AnswerDataError, match=r":1: language 'en': yes_words.0: Input should be a valid string \(got True\)"):
+    with pytest.raises(AnswerDataError, match=r":1: language 'en': yes_words.0: .*valid string \(got True\)"):
         load_answer_data(path)
     path.write_text('en:\n  yes_words: ["yes"]\n  no_words: ["no"]\n  answer_is: [answer]\n  maybe: [x]\n',
                     encoding="utf-8")
