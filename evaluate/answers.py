@@ -30,7 +30,7 @@ _DROP = regex.compile(
     r"\u064b-\u065f\u0670\u0591-\u05bd\u05bf\u05c1\u05c2\u05c4\u05c5\u05c7"  # Arabic and Hebrew vowel marks
     r"*_`~]"  # markdown emphasis and code
 )
-_FOLD_LETTERS = str.maketrans({"ي": "ی", "ى": "ی", "ك": "ک"})
+_FOLD_LETTERS = str.maketrans({"ي": "ی", "ى": "ی", "ك": "ک", "’": "'"})  # yeh, kaf; curly apostrophe
 _OPENERS = "\"'“”„‘’‚«»‹›「」『』【】〔〕《》〈〉([{<"
 # Whatever may precede an answer: whitespace, markdown headings/quotes/bullets, separators, opening quotes.
 _LEAD = regex.compile(r"^[\s#>\-•·:=—–,،，" + regex.escape(_OPENERS) + r"]*")

@@ -98,6 +98,11 @@ def test_unspaced_language_declared_in_a_workspace_is_scored_by_characters(ws):
     assert q.bleu > 0 and score_translations(items, th.code, tokenizer="13a").bleu == 0.0
 
 
+def test_an_empty_translation_scores_zero_rather_than_failing():
+    q = score_translations([_item("x1", ("", "Ein Hund hat vier Beine.")), _item("x2", ("Ja.", "Ja."))], "de")
+    assert [(i.bleu, i.chrf) for i in q.items] == [(0.0, 0.0), (pytest.approx(100), pytest.approx(100))]
+
+
 def test_bad_input_is_refused():
     with pytest.raises(ValueError, match="no translations"):
         score_translations([], "de")
