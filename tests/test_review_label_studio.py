@@ -8,6 +8,7 @@ import pytest
 from sqlalchemy import select
 
 from annotation import server as ls_server
+from annotation.autoreview import accept_open_tasks
 from annotation.review import client, pull, push, rejected_items, review_status
 from annotation.sentences import rejected_pairs
 from builder.generate import generate, regenerate
@@ -287,3 +288,18 @@ def test_sentence_pairs_accept_fix_reject_then_regenerated_and_reviewed_again(sa
     pull(ws, conn)
     final = decisions(ws, "de")[reject_id]
     assert final.decision == "accept" and final.unacceptable.endswith(", in fact.")
+
+
+def test_scripted_curator_accepts_each_open_task_once_under_its_own_name(sample_ws, server, label_studio):
+    ws = sample_ws
+    ws_dir, _ = label_studio
+    conn = ls_server.connect(ws_dir)
+    _translate(ws, server, ["he"])
+    n = push(ws, conn, "he").created
+    assert accept_open_tasks(ws, conn, "translation", "he", "demo-curator") == n
+    assert accept_open_tasks(ws, conn, "translation", "he", "demo-curator") == 0  # nothing annotated twice
+    assert pull(ws, conn).verified == n
+    words = ws.rows(select(t.verified_words).where(t.verified_words.c.lang == "he"))
+    drafts = {tk.data["item_id"]: tk.data["draft"] for tk in _tasks(conn, _project(ws, "he"))}
+    assert len(words) == n and all(w["reviewer"] == "demo-curator@builder.local" for w in words)
+    assert all(w["text"] == drafts[w["item_id"]] for w in words)
