@@ -1,0 +1,55 @@
+"""A uniformly random subset of [0, N), produced lazily in increasing order from a seed.
+
+Every n-subset is equally likely (exactly: integer draws only), memory is O(log N) and time
+O(n log n), so sampling 100,000 fills out of 10^15 never materialises the space. The range is split
+in halves; the number of picks falling in the left half follows the hypergeometric distribution,
+drawn exactly one pick at a time; small or dense ranges are finished directly.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+
+LEAF = 24  # at most this many picks: Floyd's algorithm on the range
+
+
+def sorted_sample(total: int, n: int, seed: int) -> Iterator[int]:
+    """n distinct indices of [0, total) in increasing order (all of them when n >= total or n < 0)."""
+    if n < 0 or n >= total:
+        yield from range(total)
+        return
+    yield from _sample(0, total, n, random.Random(seed))
+
+
+def _sample(lo: int, hi: int, k: int, rng: random.Random) -> Iterator[int]:
+    size = hi - lo
+    if k == 0:
+        return
+    if k == size:
+        yield from range(lo, hi)
+        return
+    if size <= 2 * k:  # dense: selection sampling (Knuth's algorithm S) in O(size) = O(k)
+        for i in range(size):
+            if rng.randrange(size - i) < k:
+                yield lo + i
+                k -= 1
+                if k == 0:
+                    return
+        return
+    if k <= LEAF:  # Floyd: k draws, each index equally likely
+        chosen: set[int] = set()
+        for j in range(size - k, size):
+            pick = rng.randrange(j + 1)
+            chosen.add(j if pick in chosen else pick)
+        for x in sorted(chosen):
+            yield lo + x
+        return
+    left = size // 2
+    in_left, remaining_left = 0, left
+    for i in range(k):  # hypergeometric: draw k without replacement from `left` good of `size`
+        if rng.randrange(size - i) < remaining_left:
+            in_left += 1
+            remaining_left -= 1
+    yield from _sample(lo, lo + left, in_left, rng)
+    yield from _sample(lo + left, hi, k - in_left, rng)
