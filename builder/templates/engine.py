@@ -198,6 +198,7 @@ class Template:
         self.ops: dict[str, list[tuple]] = {}
         self._keys = 0
         self._pending_words: list[tuple[RuleUse, str, str, str, int]] = []
+        self._pending_args: list[list] = []
         modifiers = set(self.lang.modifiers)
         for fname, text in self.texts.items():
             locate = locators.get(fname) or _text_locator(text, fname)
@@ -209,6 +210,10 @@ class Template:
                 else:
                     ops.append(self._key(piece, locate, fname, len(ops)))
             self.ops[fname] = ops
+        for slot in self._pending_args:
+            _, ref, locate = slot
+            mentions = self.vars[ref.name].mentions
+            slot[:] = ["mention", mentions[0] if mentions else self._mention(ref, locate), ref.mods]
         for use, var, fname, dim, pos in self._pending_words:
             use.spec[dim] = ("word", self._nearest_mention(var, fname, pos))
         for name in self.vars:
@@ -424,6 +429,11 @@ class Template:
             if dim not in var.pool.dims:
                 raise self._err(f"placeholder {var.name} has no {dim} (its values never mention it)", where)
             return ("feature", var.name, dim, self._slot(var, dim, where))
+        if not arg.segments:  # a bare placeholder: its value as the text shows it (resolved after parsing)
+            self._var(arg.name, where)
+            slot = ["bare", arg, locate]
+            self._pending_args.append(slot)
+            return slot
         return ("mention", self._mention(arg, locate), arg.mods)
 
     def _nearest_mention(self, var: str, fname: str, pos: int) -> int:
@@ -700,7 +710,8 @@ class Template:
         return Fill(index, texts, values, verified, other)
 
     def _variants(self, fname: str, combo: Combo, choice: dict[str, int], gold: str) -> list[str]:
-        """The field rendered with each other verified form of one of its lexemes (or function values)."""
+        """The field rendered with each other verified form of one of its lexemes, another value of one of
+        its rules, or another form of a function's value (a number word in another gender)."""
         out: dict[str, None] = {}
         for i, op in enumerate(self.ops[fname]):
             alts: list[str] = []
@@ -712,6 +723,8 @@ class Template:
                 value = self._call_value(op[1], combo, choice)
                 if isinstance(value, Forms):
                     alts = [self._modify(o, op[2]) for o in value.others]
+            elif op[0] == "rule":  # another article, pronoun or classifier of the same rule
+                alts = [self._modify(v, op[2]) for v in sorted(set(self.lang.rules[self.rule_uses[op[1]].rule].table.values()))]
             for alt in dict.fromkeys(alts):
                 text = self.lang.postprocess(self._render_field(fname, combo, choice, {i: alt})[0])
                 if text != gold:

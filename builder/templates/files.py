@@ -105,25 +105,32 @@ def template_files(lang: str, root: Path | None = None) -> list[Path]:
 
 
 def _locator(node: yaml.ScalarNode, value: str, path: str, lines: list[str], field_name: str) -> Locate:
+    """Offsets in a scalar's value -> file positions, for plain, quoted, literal and folded scalars."""
     start = node.start_mark
     if node.style in ("|", ">"):
         first = start.line + 1
         while first < len(lines) and not lines[first].strip():
             first += 1
         indent = len(lines[first]) - len(lines[first].lstrip()) if first < len(lines) else 0
-
-        def locate(offset: int) -> Where:
-            row = value.count("\n", 0, offset)
-            col = offset - (value.rfind("\n", 0, offset) + 1)
-            return Where(path, first + row + 1, indent + col + 1, field_name)
+        spans = [(first, indent)]
     else:
-        quote = 1 if node.style in ("'", '"') else 0
+        spans = [(start.line, start.column + (1 if node.style in ("'", '"') else 0))]
+        first, indent = start.line + 1, None
+    row = spans[0][0] + 1
+    while row < len(lines) and row <= node.end_mark.line:  # continuation lines of the scalar
+        text = lines[row]
+        spans.append((row, indent if indent is not None else len(text) - len(text.lstrip())))
+        row += 1
 
-        def locate(offset: int) -> Where:
-            row = value.count("\n", 0, offset)
-            if row == 0:
-                return Where(path, start.line + 1, start.column + quote + offset + 1, field_name)
-            return Where(path, start.line + 1 + row, offset - value.rfind("\n", 0, offset), field_name)
+    def locate(offset: int) -> Where:
+        # each source line holds its characters plus one separator (newline or folding space)
+        pos = offset
+        for line_no, col0 in spans:
+            length = len(lines[line_no]) - col0 if line_no < len(lines) else 0
+            if pos <= length:
+                return Where(path, line_no + 1, col0 + pos + 1, field_name)
+            pos -= length + 1
+        return Where(path, spans[-1][0] + 1, spans[-1][1] + 1, field_name)
 
     return locate
 
@@ -166,6 +173,9 @@ def _values(name: str, raw: Any, node: yaml.Node, path: str, lang: str, resolve:
             out.append(Lexeme({str(k): str(f) for k, f in v["forms"].items()}, v.get("lemma"), str(v.get("features") or "")))
         elif isinstance(v, dict):
             out.append({str(k): str(f) for k, f in v.items()})
+        elif isinstance(v, bool):
+            raise TemplateError(f"placeholder {name}, value #{i + 1}: YAML read a boolean; quote the word (e.g. \"on\")",
+                                _where(_child(node, i), path))
         elif isinstance(v, (str, int, float)):
             out.append(str(v))
         else:
