@@ -165,13 +165,20 @@ def _keep_case(src: str, repl: str) -> str:
     return capitalize(repl) if src[:1].isupper() else repl
 
 
+def _alternation(keys) -> str:
+    return "|".join(r"\s+".join(re.escape(w) for w in k.split()) for k in sorted(keys, key=len, reverse=True))
+
+
 @dataclass
 class PostProcess:
     """Clean-up applied to every rendered text of a language, in this order:
-    elision, contractions, apostrophe gluing, whitespace, punctuation spacing, sentence capitals."""
+    elision, contractions, apostrophe gluing, whitespace, punctuation spacing, sentence capitals.
+    Each step is one regular expression, whatever the size of its table."""
 
-    elision: list[tuple[re.Pattern, str]] = field(default_factory=list)
-    contractions: list[tuple[re.Pattern, str]] = field(default_factory=list)
+    elision: re.Pattern | None = None
+    elided: dict[str, str] = field(default_factory=dict)
+    contractions: re.Pattern | None = None
+    contracted: dict[str, str] = field(default_factory=dict)
     glue: re.Pattern | None = None
     tight: re.Pattern | None = None
     capitalize_sentences: bool = True
@@ -181,14 +188,17 @@ class PostProcess:
         pp = cls(capitalize_sentences=spec.get("capitalize_sentences", True))
         el = spec.get("elision")
         if el:
-            before = el["before"]
             guard = "".join(f"(?!{re.escape(w)})" for w in el.get("except", []))  # word beginnings
-            for word, short in el["words"].items():
-                pp.elision.append((re.compile(rf"(?<!\w){re.escape(word)}\s+(?={guard}(?:{before}))", re.I), short))
-        for src, dst in (spec.get("contractions") or {}).items():
-            words = r"\s+".join(re.escape(w) for w in src.split())
-            tail = "" if src.endswith("'") else r"(?!\w)"
-            pp.contractions.append((re.compile(rf"(?<!\w){words}{tail}", re.I), dst))
+            pp.elided = {w.lower(): short for w, short in el["words"].items()}
+            pp.elision = re.compile(rf"(?<!\w)({_alternation(pp.elided)})\s+(?={guard}(?:{el['before']}))", re.I)
+        table = spec.get("contractions") or {}
+        if table:
+            pp.contracted = {" ".join(k.lower().split()): v for k, v in table.items()}
+            plain = [k for k in table if not k.endswith("'")]
+            elided = [k for k in table if k.endswith("'")]
+            alts = [rf"(?:{_alternation(plain)})(?!\w)"] if plain else []
+            alts += [f"(?:{_alternation(elided)})"] if elided else []
+            pp.contractions = re.compile(rf"(?<!\w)(?:{'|'.join(alts)})", re.I)
         glued = spec.get("glue_after_apostrophe") or []
         if glued:
             alts = "|".join(sorted((re.escape(w) for w in glued), key=len, reverse=True))
@@ -199,10 +209,11 @@ class PostProcess:
         return pp
 
     def __call__(self, text: str) -> str:
-        for pattern, short in self.elision:
-            text = pattern.sub(lambda m, s=short: _keep_case(m.group(0), s), text)
-        for pattern, dst in self.contractions:
-            text = pattern.sub(lambda m, d=dst: _keep_case(m.group(0), d), text)
+        if self.elision is not None:
+            text = self.elision.sub(lambda m: _keep_case(m.group(1), self.elided[m.group(1).lower()]), text)
+        if self.contractions is not None:
+            text = self.contractions.sub(
+                lambda m: _keep_case(m.group(0), self.contracted[" ".join(m.group(0).lower().split())]), text)
         if self.glue is not None:
             text = self.glue.sub(r"\1", text)
         text = " ".join(text.split())

@@ -15,41 +15,42 @@ LEAF = 24  # at most this many picks: Floyd's algorithm on the range
 
 
 def sorted_sample(total: int, n: int, seed: int) -> Iterator[int]:
-    """n distinct indices of [0, total) in increasing order (all of them when n >= total or n < 0)."""
+    """n distinct indices of [0, total) in increasing order (all of them when n >= total or n < 0).
+
+    Reproducible for a seed on a given Python version (`random.Random.randrange`)."""
     if n < 0 or n >= total:
         yield from range(total)
         return
-    yield from _sample(0, total, n, random.Random(seed))
-
-
-def _sample(lo: int, hi: int, k: int, rng: random.Random) -> Iterator[int]:
-    size = hi - lo
-    if k == 0:
-        return
-    if k == size:
-        yield from range(lo, hi)
-        return
-    if size <= 2 * k:  # dense: selection sampling (Knuth's algorithm S) in O(size) = O(k)
-        for i in range(size):
-            if rng.randrange(size - i) < k:
-                yield lo + i
-                k -= 1
-                if k == 0:
-                    return
-        return
-    if k <= LEAF:  # Floyd: k draws, each index equally likely
-        chosen: set[int] = set()
-        for j in range(size - k, size):
-            pick = rng.randrange(j + 1)
-            chosen.add(j if pick in chosen else pick)
-        for x in sorted(chosen):
-            yield lo + x
-        return
-    left = size // 2
-    in_left, remaining_left = 0, left
-    for i in range(k):  # hypergeometric: draw k without replacement from `left` good of `size`
-        if rng.randrange(size - i) < remaining_left:
-            in_left += 1
-            remaining_left -= 1
-    yield from _sample(lo, lo + left, in_left, rng)
-    yield from _sample(lo + left, hi, k - in_left, rng)
+    rng = random.Random(seed)
+    randrange = rng.randrange
+    stack = [(0, total, n)]  # ranges still to sample, leftmost on top
+    while stack:
+        lo, hi, k = stack.pop()
+        size = hi - lo
+        if k == 0:
+            continue
+        if k == size:
+            yield from range(lo, hi)
+        elif size <= 2 * k:  # dense: selection sampling (Knuth's algorithm S) in O(size) = O(k)
+            for i in range(size):
+                if randrange(size - i) < k:
+                    yield lo + i
+                    k -= 1
+                    if k == 0:
+                        break
+        elif k <= LEAF:  # Floyd: k draws, every k-subset equally likely
+            chosen: set[int] = set()
+            for j in range(size - k, size):
+                pick = randrange(j + 1)
+                chosen.add(j if pick in chosen else pick)
+            for x in sorted(chosen):
+                yield lo + x
+        else:  # hypergeometric split: k draws without replacement, `left` of `size` fall left
+            left = size // 2
+            in_left, remaining = 0, left
+            for i in range(k):
+                if randrange(size - i) < remaining:
+                    in_left += 1
+                    remaining -= 1
+            stack.append((lo + left, hi, k - in_left))
+            stack.append((lo, lo + left, in_left))
