@@ -654,7 +654,9 @@ class Template:
             elif kind == "lit":
                 parts.append(op[1])
             elif kind == "mention":
-                parts.append(self._modify(self._form(op[1], combo, choice)[0], op[2]))
+                m = self.mentions[op[1]]
+                form = self.vars[m.var].pool.tables[choice[m.var]][combo.bundles[op[1]]][0]
+                parts.append(self._modify(form, op[2]) if op[2] else form)
             elif kind == "call":
                 value = self._call_value(op[1], combo, choice)
                 parts.append(self._modify(str(value), op[2]))

@@ -43,10 +43,12 @@ def register_function(name: str | None = None):
 
 def as_number(value, lang: Language) -> int:
     """An integer from an int, a digit string or a number word of the language (any form)."""
-    if isinstance(value, (int, Forms)):
-        value = value if isinstance(value, int) else value.value
     if isinstance(value, int):
         return value
+    if isinstance(value, Forms):
+        value = value.value
+    if value.isdecimal():
+        return int(value)
     text = unicodedata.normalize("NFC", str(value)).strip()
     if text.lstrip("-").isdigit():
         return int(text)

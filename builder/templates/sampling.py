@@ -23,6 +23,7 @@ def sorted_sample(total: int, n: int, seed: int) -> Iterator[int]:
         return
     rng = random.Random(seed)
     randrange = rng.randrange
+    getrandbits = rng.getrandbits
     stack = [(0, total, n)]  # ranges still to sample, leftmost on top
     while stack:
         lo, hi, k = stack.pop()
@@ -49,7 +50,12 @@ def sorted_sample(total: int, n: int, seed: int) -> Iterator[int]:
             left = size // 2
             in_left, remaining = 0, left
             for i in range(k):
-                if randrange(size - i) < remaining:
+                m = size - i  # randrange(m), inlined: the same draws, without its call overhead
+                bits = m.bit_length()
+                r = getrandbits(bits)
+                while r >= m:
+                    r = getrandbits(bits)
+                if r < remaining:
                     in_left += 1
                     remaining -= 1
             stack.append((lo + left, hi, k - in_left))
