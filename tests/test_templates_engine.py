@@ -132,6 +132,10 @@ def test_registered_and_template_local_functions():
         FUNCTIONS.pop("shout")
 
 
+def test_reference_style_lambda_without_the_lang_keyword():
+    assert Template("{$diff(a, b)} {$d(a, b)}", a=["7"], b=["2"], d=lambda x, y: str(int(x) - int(y))).render() == ["5 5"]
+
+
 def test_function_argument_that_only_appears_in_the_call_is_still_sampled():
     assert Template("{$sum(a, 1)}", a=["1", "2"]).render() == ["2", "3"]
 

@@ -27,6 +27,8 @@ Clean semantics (where the public reference is surprising):
 from __future__ import annotations
 
 import bisect
+import functools
+import inspect
 import itertools
 import math
 from collections.abc import Callable, Iterator, Mapping
@@ -636,8 +638,9 @@ class Template:
             else:
                 args.append(self._modify(self._form(a[1], combo, choice)[0], a[2]))
         call = self.calls[kid]
+        fn = self.functions[call.fn]
         try:
-            return self.functions[call.fn](*args, lang=self.lang)
+            return fn(*args, lang=self.lang) if _takes_lang(fn) else fn(*args)
         except (FunctionError, ValueError, TypeError, ArithmeticError) as exc:
             raise self._err(f"${call.fn}: {exc}", self.call_where[kid]) from exc
 
@@ -756,6 +759,16 @@ class Template:
     def render(self, n: int = -1, seed: int = 0) -> list:
         """n tests drawn uniformly without replacement (all of them for n=-1), reproducible from seed."""
         return list(self.stream(n, seed))
+
+
+@functools.lru_cache(maxsize=256)
+def _takes_lang(fn: Callable) -> bool:
+    """Whether a function accepts the `lang` keyword (the reference's plain lambdas do not)."""
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False
+    return "lang" in params or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
 
 
 def _next_word(parts: list[str], i: int) -> str:
