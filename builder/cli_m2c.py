@@ -10,6 +10,7 @@ import typer
 lexicon_app = typer.Typer(help="M2C inflection tables: import UniMorph, verify proposed forms, show.", no_args_is_help=True)
 templates_app = typer.Typer(help="M2C templates: check, fill missing forms with the LLM, render tests.", no_args_is_help=True)
 
+WorkspaceOpt = typer.Option(None, "--workspace", "-w", envvar="BUILDER_WORKSPACE", help="Workspace folder [default: ./workspace]")
 TemplatesOpt = typer.Option(None, "--templates", help="Template folder with <lang>/<capability>.yaml [default: the shipped ones]")
 
 
@@ -35,7 +36,7 @@ def import_unimorph_cmd(
     path: Path = typer.Argument(..., exists=True, dir_okay=False, help="UniMorph TSV: lemma<TAB>form<TAB>features"),
     lang: str = typer.Option(..., "--lang", "-l", help="Language code"),
     needs_review: bool = typer.Option(False, "--needs-review", help="Import as proposed forms for curators to verify"),
-    workspace: Optional[Path] = typer.Option(None, "--workspace", "-w", envvar="BUILDER_WORKSPACE"),
+    workspace: Optional[Path] = WorkspaceOpt,
 ) -> None:
     """Import a UniMorph inflection table; a bad line fails the whole file (file:line:field), nothing written."""
     from builder.lexicon import LexiconImportError, import_unimorph
@@ -58,7 +59,7 @@ def verify_cmd(
     form: Optional[list[str]] = typer.Option(None, "--form", help="A correction BUNDLE=FORM (repeatable)"),
     reject: bool = typer.Option(False, "--reject", help="Reject the lemma's proposed forms"),
     comment: str = typer.Option("", "--comment"),
-    workspace: Optional[Path] = typer.Option(None, "--workspace", "-w", envvar="BUILDER_WORKSPACE"),
+    workspace: Optional[Path] = WorkspaceOpt,
 ) -> None:
     """Verify (or correct, or reject) a lemma's proposed forms outside Label Studio."""
     from builder.lexicon import verify_fills
@@ -84,7 +85,7 @@ def show_cmd(
     lang: str = typer.Option(..., "--lang", "-l"),
     lemma: Optional[str] = typer.Option(None, "--lemma"),
     status: Optional[str] = typer.Option(None, "--status", help="proposed | verified | rejected"),
-    workspace: Optional[Path] = typer.Option(None, "--workspace", "-w", envvar="BUILDER_WORKSPACE"),
+    workspace: Optional[Path] = WorkspaceOpt,
 ) -> None:
     """The lexicon's forms."""
     from rich.table import Table
@@ -131,7 +132,7 @@ def fill_cmd(
     templates: Optional[Path] = TemplatesOpt,
     offline: bool = typer.Option(False, "--offline", help="Serve replies from the cache only; fail on a miss"),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print requests, estimated tokens and cost; send nothing"),
-    workspace: Optional[Path] = typer.Option(None, "--workspace", "-w", envvar="BUILDER_WORKSPACE"),
+    workspace: Optional[Path] = WorkspaceOpt,
 ) -> None:
     """The LLM proposes the forms the templates need and the lexicon lacks; curators then verify them."""
     from builder.inflect import needs, propose_forms
@@ -165,7 +166,7 @@ def render_cmd(
     seed: int = typer.Option(0, "--seed"),
     n: Optional[int] = typer.Option(None, "--n", help="Tests per template [default: each template's n; -1: all]"),
     include_unverified: bool = typer.Option(False, "--include-unverified", help="Preview with proposed forms (verified=False)"),
-    workspace: Optional[Path] = typer.Option(None, "--workspace", "-w", envvar="BUILDER_WORKSPACE"),
+    workspace: Optional[Path] = WorkspaceOpt,
 ) -> None:
     """Render the templates into the workspace's m2c_tests (verified lexicon forms only, by default)."""
     from builder.render_tests import render_tests

@@ -347,6 +347,13 @@ def test_other_bad_input(text, kw, col, message):
         assert e.where.col == col
 
 
+def test_unknown_language_and_both_language_and_dimensions():
+    with pytest.raises(TemplateError, match="no M2C language data for 'xx'"):
+        Template("{a}", "xx", a=["1"])
+    with pytest.raises(TemplateError, match="not both"):
+        Template("{a}", "de", dimensions={"d": ["A"]}, a=["1"])
+
+
 def test_numbers_table_of_every_shipped_language_loads():
     for code in ("en", "de", "fr", "it", "es", "sv", "sk", "ru", "fi", "zh", "sw", "ar"):
         lang = load_language(code)

@@ -158,11 +158,11 @@ class Template:
         if language is None and dimensions is None:
             dimensions = {}
         if language is not None and dimensions is not None:
-            raise TemplateError("give a language or custom dimensions, not both", template=name)
+            raise TemplateError("give a language or custom dimensions, not both", template=template_name)
         try:
             self.lang = load_language(language) if isinstance(language, str) else language or custom(dict(dimensions))
         except LanguageDataError as exc:
-            raise TemplateError(str(exc), template=name) from exc
+            raise TemplateError(str(exc), template=template_name) from exc
         self.functions = dict(fn_registry.FUNCTIONS)
         self.functions.update(functions or {})
         self.value_where = dict(value_where or {})
@@ -574,7 +574,7 @@ class Template:
                     return None
                 raise self._missing(use, feats)
             values[kid] = self._modify(value, use.mods)
-        for mid, m in enumerate(self.mentions):
+        for m in self.mentions:
             for how in m.spec:
                 if how[0] == "cond" and self._feature(how, features) is None:
                     if self.skip_missing:
