@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from label_studio_sdk import LabelStudio
 from sqlalchemy import select
 
-from annotation import sentences
+from annotation import inflections, sentences
 from annotation.agreement import agreement
 from annotation.configs import CONFIGS, TRANSLATION_DECISIONS
 from annotation.server import Connection
@@ -43,6 +43,7 @@ class PullSummary:
     verified: int = 0
     rejected: int = 0
     by_decision: dict[str, int] = field(default_factory=dict)
+    forms: dict[str, int] = field(default_factory=dict)  # inflection forms verified, corrected, rejected, invalid
 
 
 def client(conn: Connection) -> LabelStudio:
@@ -124,7 +125,9 @@ def stage_tasks(ws: Workspace, lang: str, stage: str) -> list[dict]:
         return adjudication_tasks(ws, lang)
     if stage == "sentences":
         return sentences.sentence_tasks(ws, lang)
-    raise NotImplementedError(f"push for stage {stage!r} is not implemented yet")
+    if stage == "inflections":
+        return inflections.inflection_tasks(ws, lang)
+    raise ValueError(f"unknown review stage {stage!r}: translation, adjudication, sentences or inflections")
 
 
 def push(ws: Workspace, conn: Connection, lang: str, *, stage: str = "translation", limit: int | None = None,
@@ -164,7 +167,7 @@ def push(ws: Workspace, conn: Connection, lang: str, *, stage: str = "translatio
 # -- pulling -----------------------------------------------------------------------------------------
 
 
-PULLED_STAGES = ("translation", "adjudication", "sentences")  # translation before its adjudication
+PULLED_STAGES = ("translation", "adjudication", "sentences", "inflections")  # translation before its adjudication
 
 
 def pull(ws: Workspace, conn: Connection) -> PullSummary:
@@ -176,6 +179,7 @@ def pull(ws: Workspace, conn: Connection) -> PullSummary:
                       key=lambda p: PULLED_STAGES.index(p["stage"]))
     known = {r["annotation_id"]: r for r in ws.rows(select(t.review_annotations).where(t.review_annotations.c.url == conn.url))}
     langs: dict[str, set[str]] = {}
+    forms_decided: dict[str, list[dict]] = {}
     for proj in projects:
         lang, stage = proj["lang"], proj["stage"]
         langs.setdefault(lang, set()).add(stage)
@@ -197,6 +201,10 @@ def pull(ws: Workspace, conn: Connection) -> PullSummary:
                     )
                     if stage == "sentences":
                         row |= sentences.record(c, conn.url, ann["id"], task["data"], fields, first_pull=old is None)
+                    elif stage == "inflections":
+                        row |= inflections.annotation_fields(task["data"], fields)
+                        if row["decision"]:
+                            forms_decided.setdefault(lang, []).append({**row, "lemma": task["data"]["lemma"]})
                     else:
                         row |= _translation_fields(c, task["data"], fields, old)
                     if old:
@@ -209,6 +217,8 @@ def pull(ws: Workspace, conn: Connection) -> PullSummary:
     for lang, stages in langs.items():
         if stages & {"translation", "adjudication"}:
             _apply(ws, lang, summary)
+    for lang, decided in forms_decided.items():
+        inflections.apply(ws, lang, decided, summary.forms)
     return summary
 
 
@@ -328,8 +338,9 @@ def review_status(ws: Workspace) -> list[dict]:
     out = []
     for proj in ws.rows(select(t.review_projects).order_by(t.review_projects.c.stage, t.review_projects.c.lang)):
         lang, stage = proj["lang"], proj["stage"]
-        if stage == "sentences":
-            out.append({"stage": stage, "lang": lang, **sentences.sentence_status(ws, lang)})
+        if stage in ("sentences", "inflections"):
+            status = sentences.sentence_status if stage == "sentences" else inflections.inflection_status
+            out.append({"stage": stage, "lang": lang, **status(ws, lang)})
             continue
         latest = latest_proposals(ws, lang)
         anns = ws.rows(select(t.review_annotations).where(t.review_annotations.c.lang == lang, t.review_annotations.c.stage == stage)

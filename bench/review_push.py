@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 from annotation import server as ls_server
-from annotation.review import client, ensure_project, pull, push, translation_tasks, _prediction
+from annotation.review import client, ensure_project, pull, push, translation_tasks
 from builder.records import concept_id
 from builder.workspace import schema as t
 from builder.workspace.store import init_workspace, now
@@ -63,7 +63,7 @@ def main() -> None:
             start = time.perf_counter()
             for task in sample:
                 created = ls.tasks.create(project=naive_pid, data=task["data"])
-                ls.predictions.create(task=created.id, result=_prediction(task["data"]["draft"]), model_version=task["model"])
+                ls.predictions.create(task=created.id, result=task["prediction"], model_version=task["model"])
             naive_per_task = (time.perf_counter() - start) / len(sample)
 
             # Pull: annotate every task in bulk (pre-annotated import into the same project layout).

@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from builder import languages as languages_mod
+from builder.cli_m2c import lexicon_app, templates_app
 from builder.workspace.store import default_dir, init_workspace, open_workspace
 
 app = typer.Typer(help="Build, review and release multilingual benchmarks with a human-LLM loop.", no_args_is_help=True)
@@ -22,6 +23,8 @@ app.add_typer(review_app, name="review")
 app.add_typer(language_app, name="language")
 app.add_typer(seeds_app, name="seeds")
 app.add_typer(llm_app, name="llm")
+app.add_typer(lexicon_app, name="lexicon")
+app.add_typer(templates_app, name="templates")
 
 out = Console(soft_wrap=True)
 err = Console(stderr=True, soft_wrap=True)
@@ -315,7 +318,7 @@ def review_stop(workspace: Optional[Path] = WorkspaceOpt) -> None:
 
 @review_app.command("push")
 def review_push(
-    stage: str = typer.Option("translation", help="translation | adjudication | sentences"),
+    stage: str = typer.Option("translation", help="translation | adjudication | sentences | inflections"),
     lang: str = LangOpt,
     limit: Optional[int] = typer.Option(None, help="At most this many tasks per language"),
     overlap: int = typer.Option(1, min=1, help="Curators per task for the overlapping share"),
@@ -351,6 +354,8 @@ def review_pull(workspace: Optional[Path] = WorkspaceOpt) -> None:
         _fail(exc)
     out.print(f"annotations: {s.new} new, {s.updated} updated, {s.unchanged} unchanged; "
               f"decisions {s.by_decision}; newly verified {s.verified}")
+    if s.forms:
+        out.print("inflection forms: " + ", ".join(f"{k} {v}" for k, v in sorted(s.forms.items())))
 
 
 @review_app.command("repropose")

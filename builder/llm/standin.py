@@ -26,7 +26,7 @@ _BLOCK = re.compile(r"```json\s*(.*?)```", re.S)
 _CODE = re.compile(r"Target language code: (\S+?)\.")
 _PROP = re.compile(r'Property in English: "(.*?)"\n')
 _VPROP = re.compile(r'Property in .*? \(verified\): "(.*?)"\n')
-_IDS = re.compile(r"\b[cpx]_[0-9a-f]{12}\b")
+_IDS = re.compile(r"\b[cpxl]_[0-9a-f]{12}\b")
 
 
 class _Server(ThreadingHTTPServer):
@@ -35,11 +35,13 @@ class _Server(ThreadingHTTPServer):
 
 
 class Lexicon:
-    """Known answers by (lang, kind, english) and (lang, property, concept); synthetic otherwise."""
+    """Known answers by (lang, kind, english), (lang, property, concept) and (lang, lemma, bundle);
+    synthetic otherwise."""
 
     def __init__(self) -> None:
         self.translations: dict[tuple[str, str, str], dict] = {}
         self.sentences: dict[tuple[str, str, str], dict] = {}
+        self.inflections: dict[tuple[str, str, str], str] = {}
 
     @classmethod
     def from_answers(cls, folder: Path) -> "Lexicon":
@@ -66,6 +68,12 @@ class Lexicon:
                     "note": known.get("note", ""), "ambiguous": bool(known.get("ambiguous", False))}
         return {"id": item["id"], "translation": f"{item['english']} ({lang})", "alternatives": [],
                 "note": "", "ambiguous": False}
+
+    def inflect(self, lang: str, item: dict) -> dict:
+        """Forms of a lemma for the bundles asked (M2C template fills)."""
+        forms = [{"features": b, "form": self.inflections.get((lang, item["lemma"], b), f"{item['lemma']}-{b.lower()}")}
+                 for b in item["bundles"]]
+        return {"id": item["id"], "forms": forms}
 
     def sentence(self, lang: str, prop_en: str, prop: str, concept: dict) -> dict:
         known = self.sentences.get((lang, prop_en, concept["english"]))
@@ -169,6 +177,8 @@ class StandinServer:
                 if int.from_bytes(h[:8], "big") / 2**64 < self.faults.frame_rate and len(out) > 1:
                     out[-1] = {**out[-1], "sentence": out[-1]["sentence"].rstrip(".") + " indeed."}
             content: object = {"sentences": out}
+        elif items and "bundles" in items[0]:
+            content = {"items": [self.lexicon.inflect(lang, it) for it in items]}
         else:
             content = {"items": [self.lexicon.translate(lang, it) for it in items]}
         if faulty == "malformed":

@@ -17,7 +17,7 @@ from sqlalchemy import (
     UniqueConstraint,
 )
 
-SCHEMA_VERSION = 3  # 2: review projects and annotations (Label Studio); 3: sentence_reviews
+SCHEMA_VERSION = 3  # 2: review projects and annotations (Label Studio); 3: sentence_reviews, m2c_tests, lexicon_forms
 
 metadata = MetaData()
 
@@ -231,4 +231,41 @@ sentence_reviews = Table(
     Column("version", String(16), nullable=False),
     Column("acceptable", Text, nullable=False),
     Column("unacceptable", Text, nullable=False),
+)
+
+m2c_tests = Table(
+    "m2c_tests",
+    metadata,
+    Column("test_id", String(40), primary_key=True),  # stable: hash of lang, template id, rendered text
+    Column("lang", String(8), nullable=False, index=True),
+    Column("capability", String(32), nullable=False),   # negation, numerals, spatial, temporal, comparatives, or a language feature
+    Column("template_id", Text, nullable=False),        # e.g. "de/negation#0"
+    Column("context", Text, nullable=False),
+    Column("question", Text, nullable=False),
+    Column("answer", Text, nullable=False),
+    Column("alternatives", JSON, nullable=False),       # list[str] other accepted answers
+    Column("answer_forms", JSON, nullable=False),       # list[str] other inflected forms of the gold lexeme (morphological-error detection)
+    Column("fills", JSON, nullable=False),              # {placeholder: {"lemma":…, "form":…, "features":{…}}}
+    Column("verified", Boolean, nullable=False),        # every lexicon fill it uses was verified by a curator (inline template values count as verified)
+    Column("created_at", DateTime(timezone=True), nullable=False),
+)
+
+lexicon_forms = Table(  # M2C inflection tables: one form per lemma and feature bundle
+    "lexicon_forms",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("lang", String(8), nullable=False),
+    Column("lemma", Text, nullable=False),
+    Column("pos", String(16), nullable=False),  # UniMorph part of speech (N, V, ADJ...), "" when not given
+    Column("features", Text, nullable=False),  # canonical bundle in the language's dimension order, e.g. "SG.GEN"
+    Column("form", Text, nullable=False),
+    Column("status", String(16), nullable=False),  # proposed | verified | rejected
+    Column("source", Text, nullable=False),  # "unimorph:<file>:<line>" | "llm" | "curator"
+    Column("llm_call_id", String(40), ForeignKey("llm_calls.id")),
+    Column("proposed_form", Text),  # what the LLM proposed, when a curator corrected it
+    Column("reviewer", Text),
+    Column("comment", Text, nullable=False, default=""),
+    Column("verified_at", DateTime(timezone=True)),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    UniqueConstraint("lang", "lemma", "pos", "features"),
 )

@@ -1,0 +1,181 @@
+"""M2C template fills: the LLM proposes the forms a template needs; curators verify them.
+
+The needs come from the templates themselves: every lexicon reference names its lemmas and the
+feature bundles it renders. Bundles already in the workspace lexicon (from UniMorph, or proposed
+before) are not asked again, so a re-run resumes; rejected forms are asked again. Replies are
+validated per lemma; a lemma whose reply misses a bundle is asked again for that lemma only.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pydantic import BaseModel, Field, field_validator
+from sqlalchemy import select
+
+from builder.lexicon import canonical, forms_of
+from builder.llm.client import LLMClient, Request, validate_items
+from builder.prompts import load
+from builder.records import Language as LanguageRecord
+from builder.templates.engine import Lexeme
+from builder.templates.files import LexiconRef, load_file, template_files
+from builder.templates.language import LanguageDataError, load_language
+from builder.workspace import schema as t
+from builder.workspace.store import Workspace, now
+
+
+class ProposedForm(BaseModel):
+    features: str
+    form: str = Field(min_length=1)
+
+    @field_validator("form")
+    @classmethod
+    def _not_blank(cls, v: str) -> str:
+        if not v.strip():
+            raise ValueError("form is blank")
+        return " ".join(v.split())
+
+
+class InflectionItem(BaseModel):
+    id: str
+    forms: list[ProposedForm]
+
+
+class InflectionBatch(BaseModel):
+    items: list[InflectionItem]
+
+
+@dataclass(frozen=True)
+class Need:
+    lang: str
+    lemma: str
+    features: str  # lexeme features, e.g. "MASC"
+    bundles: tuple[str, ...]  # canonical bundles still missing
+
+    @property
+    def id(self) -> str:
+        return "l_" + hashlib.blake2b(f"{self.lang}\x1f{self.lemma}".encode(), digest_size=6).hexdigest()
+
+
+@dataclass
+class FillSummary:
+    lemmas: int = 0
+    proposed: int = 0
+    flagged: dict[str, str] = field(default_factory=dict)  # lemma -> why no valid reply
+
+
+def stand_in_resolver(ref: LexiconRef) -> list[Lexeme]:
+    """Lexemes whose every bundle holds the lemma itself: enough to compile and count a template."""
+    return [Lexeme({b: lemma for b in ref.bundles}, lemma=lemma, features=f) for lemma, f in ref.lemmas.items()]
+
+
+def needs(ws: Workspace, lang: str, root: Path | None = None) -> list[Need]:
+    """What the language's templates need and the lexicon lacks (or has rejected)."""
+    language = load_language(lang)
+    refs: list[LexiconRef] = []
+
+    def collect(ref: LexiconRef) -> list[Lexeme]:
+        refs.append(ref)
+        return stand_in_resolver(ref)
+
+    for path in template_files(lang, root):
+        load_file(path, resolve=collect, lang=lang)
+    wanted: dict[str, tuple[str, dict[str, None]]] = {}  # lemma -> (lexeme features, bundles in template order)
+    for ref in refs:
+        for lemma, feats in ref.lemmas.items():
+            entry = wanted.setdefault(lemma, (feats, {}))
+            entry[1].update(dict.fromkeys(canonical(language, b) for b in ref.bundles))
+    have = forms_of(ws, language.code, wanted)
+    out = []
+    for lemma, (feats, bundles) in sorted(wanted.items()):
+        rows = have.get(lemma, {})
+        missing = [b for b in bundles if b not in rows or rows[b]["status"] == "rejected"]
+        if missing:
+            out.append(Need(language.code, lemma, feats, tuple(missing)))
+    return out
+
+
+def request_for(lang: LanguageRecord, chunk: list[Need]) -> Request:
+    prompt = load("inflect")
+    payload = [{"id": n.id, "lemma": n.lemma, "lexeme_features": n.features, "bundles": list(n.bundles)} for n in chunk]
+    fields = {"language": lang.name, "native_name": lang.native_name or lang.name, "code": lang.code}
+    return Request((("system", prompt.system.format(**fields)),
+                    ("user", prompt.user.format(items_json=json.dumps(payload, ensure_ascii=False, indent=1), **fields))),
+                   "inflections", "fill", lang.code, prompt.hash, expected_output_tokens=30 * sum(len(n.bundles) for n in chunk))
+
+
+async def propose_forms(ws: Workspace, client: LLMClient, lang: LanguageRecord, todo: list[Need], *,
+                        per_request: int = 10) -> FillSummary:
+    """Ask for the missing forms, `per_request` lemmas at a time; store each valid lemma at once."""
+    summary = FillSummary(lemmas=len(todo))
+    language = load_language(lang.code)
+    for start in range(0, len(todo), per_request):
+        chunk = todo[start : start + per_request]
+        wanted = {n.id: n for n in chunk}
+        req = request_for(lang, chunk)
+        errors: dict[str, str] = {}
+        for _ in range(client.settings.max_reasks + 1):
+            reply = await client.ask(req, InflectionBatch)
+            if reply is None:  # dry run or batch
+                break
+            try:
+                raw = json.loads(reply.text)["items"]
+            except (json.JSONDecodeError, KeyError, TypeError) as exc:
+                req = req.followup(reply.text, f"Your reply could not be read ({exc}). Reply with the JSON object only.")
+                continue
+            good, bad = validate_items(raw if isinstance(raw, list) else [], InflectionItem, key=lambda i: i.id)
+            errors = {k: v for k, v in bad.items() if k in wanted}
+            for item_id, item in good.items():
+                need = wanted.get(item_id)
+                if need is None:
+                    continue
+                forms, problem = _check(language, need, item)
+                if problem:
+                    errors[item_id] = problem
+                    continue
+                summary.proposed += _store(ws, need, forms, reply.call_id)
+                wanted.pop(item_id)
+            if not wanted:
+                break
+            problems = "; ".join(f"{k} ({wanted[k].lemma}): {errors.get(k, 'missing from the reply')}" for k in wanted)
+            req = req.followup(reply.text, f"These lemmas were missing or invalid: {problems}. Reply again with a JSON "
+                                           'object {"items": [...]} holding only those lemmas, every bundle listed.')
+        for item_id, need in wanted.items():
+            summary.flagged[need.lemma] = errors.get(item_id, "no valid reply")
+    return summary
+
+
+def _check(language, need: Need, item: InflectionItem) -> tuple[dict[str, str], str | None]:
+    forms: dict[str, str] = {}
+    for f in item.forms:
+        try:
+            forms[canonical(language, f.features)] = f.form
+        except LanguageDataError:  # the model's mistake: asked again
+            return {}, f"unknown bundle {f.features!r}"
+    missing = [b for b in need.bundles if b not in forms]
+    if missing:
+        return {}, f"no form for {', '.join(missing)}"
+    return {b: forms[b] for b in need.bundles}, None
+
+
+def _store(ws: Workspace, need: Need, forms: dict[str, str], call_id: str) -> int:
+    ts = now()
+    stored = 0
+    with ws.transaction() as conn:
+        existing = {r.features: r for r in conn.execute(select(t.lexicon_forms).where(
+            t.lexicon_forms.c.lang == need.lang, t.lexicon_forms.c.lemma == need.lemma, t.lexicon_forms.c.pos == ""))}
+        for bundle, form in forms.items():
+            values = dict(form=form, status="proposed", source="llm", llm_call_id=call_id, proposed_form=None,
+                          reviewer=None, comment="", verified_at=None, created_at=ts)
+            old = existing.get(bundle)
+            if old is None:
+                conn.execute(t.lexicon_forms.insert().values(lang=need.lang, lemma=need.lemma, pos="", features=bundle, **values))
+            elif old.status == "rejected":
+                conn.execute(t.lexicon_forms.update().where(t.lexicon_forms.c.id == old.id).values(**values))
+            else:
+                continue  # stored meanwhile (a resumed run): never twice
+            stored += 1
+    return stored

@@ -1,0 +1,205 @@
+"""Inflection tables in the workspace: UniMorph import, verification, and lexemes for templates.
+
+Every form is one row per (language, lemma, part of speech, feature bundle). Bundles are stored in
+the language's dimension order ("SG.GEN", never "GEN.SG"), so a template's bundle finds its row
+however either was written. Forms come from UniMorph files (a curated resource: verified on import
+unless asked otherwise) or from the LLM (proposed, until a curator verifies them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from sqlalchemy import select
+
+from builder.templates.engine import Lexeme
+from builder.templates.errors import LanguageDataError, TemplateError
+from builder.templates.files import LexiconRef
+from builder.templates.language import Language, load_language
+from builder.workspace import schema as t
+from builder.workspace.store import Workspace, now
+
+# UniMorph's part-of-speech labels: kept apart from the morphological features.
+UNIMORPH_POS = frozenset({"N", "PROPN", "ADJ", "PRO", "CLF", "ART", "DET", "V", "V.PTCP", "V.MSDR", "V.CVB", "ADV",
+                          "ADP", "COMP", "CONJ", "NUM", "PART", "INTJ"})
+
+
+class NoLexemes(TemplateError):
+    """A lexicon reference none of whose lemmas has every bundle it needs (yet)."""
+
+
+class LexiconImportError(ValueError):
+    """A UniMorph file that cannot be imported; names the file, line and field. Nothing was written."""
+
+
+def canonical(lang: Language, bundle: str) -> str:
+    """A bundle in the language's dimension order; raises LanguageDataError on an unknown feature."""
+    feats = lang.dims.bundle(bundle, what=f"bundle {bundle!r}")
+    return ".".join(feats[d] for d in lang.dims.sort(feats))
+
+
+@dataclass
+class ImportSummary:
+    lines: int = 0
+    new: int = 0
+    existing: int = 0
+    variants: int = 0  # a second form for a bundle already given by an earlier line (kept the first)
+
+
+def _unimorph_features(lang: Language, raw: str) -> tuple[str, str]:
+    """(pos, canonical bundle) of a UniMorph feature string such as "N;ACC;PL"."""
+    pos, labels = "", []
+    for label in (x.strip() for x in raw.split(";") if x.strip()):
+        label = lang.unimorph_map.get(label, label)
+        if label in UNIMORPH_POS and label not in lang.dims.of_feature:
+            if pos:
+                raise LanguageDataError(f"two parts of speech ({pos}, {label})")
+            pos = label
+        elif label in lang.unimorph_ignore:
+            continue
+        elif label not in lang.dims.of_feature:
+            raise LanguageDataError(f"feature {label!r} is not a dimension of {lang.name} "
+                                    f"(map it or ignore it under unimorph: in data/m2c/languages/{lang.code}.yaml)")
+        else:
+            labels.append(label)
+    return pos, canonical(lang, ".".join(labels))
+
+
+def import_unimorph(ws: Workspace, path: Path, lang_code: str, *, verified: bool = True,
+                    reviewer: str = "UniMorph") -> ImportSummary:
+    """Import `lemma<TAB>form<TAB>features` lines; any bad line fails the whole file, naming file:line:field."""
+    try:
+        lang = load_language(lang_code)
+    except LanguageDataError as exc:
+        raise LexiconImportError(str(exc)) from exc
+    summary = ImportSummary()
+    rows: dict[tuple[str, str, str], dict] = {}
+    ts = now()
+    for no, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip() or line.startswith("#"):
+            continue
+        summary.lines += 1
+        fields = line.split("\t")
+        if len(fields) not in (3, 4):
+            raise LexiconImportError(f"{path}:{no}: expected lemma<TAB>form<TAB>features, got {len(fields)} field(s)")
+        lemma, form, feats = (f.strip() for f in fields[:3])
+        for i, (name, value) in enumerate((("lemma", lemma), ("form", form), ("features", feats)), start=1):
+            if not value:
+                raise LexiconImportError(f"{path}:{no}: field {i} ({name}) is empty")
+        try:
+            pos, bundle = _unimorph_features(lang, feats)
+        except LanguageDataError as exc:
+            raise LexiconImportError(f"{path}:{no}: field 3 (features {feats!r}): {exc}") from exc
+        key = (lemma, pos, bundle)
+        if key in rows:
+            summary.variants += 1
+            continue
+        rows[key] = dict(lang=lang.code, lemma=lemma, pos=pos, features=bundle, form=form,
+                         status="verified" if verified else "proposed", source=f"unimorph:{path.name}:{no}",
+                         reviewer=reviewer if verified else None, comment="", verified_at=ts if verified else None,
+                         created_at=ts)
+    with ws.transaction() as conn:
+        summary.new = ws.upsert_ignore(conn, t.lexicon_forms, list(rows.values()))
+    summary.existing = len(rows) - summary.new
+    return summary
+
+
+@dataclass
+class VerifySummary:
+    verified: int = 0
+    corrected: int = 0
+    rejected: int = 0
+    already: int = 0
+    unknown: list[str] = field(default_factory=list)
+
+
+def verify_fills(ws: Workspace, lang_code: str, lemma: str, *, reviewer: str, decision: str = "accept",
+                 forms: dict[str, str] | None = None, pos: str | None = None, comment: str = "") -> VerifySummary:
+    """A curator's decision on a lemma's proposed forms: accept them, fix some (`forms`: bundle -> form,
+    the rest accepted), or reject them all. One transaction; the LLM's draft stays in `proposed_form`."""
+    if decision not in ("accept", "fix", "reject"):
+        raise ValueError(f"decision must be accept, fix or reject, not {decision!r}")
+    lang = load_language(lang_code)
+    fixes = {canonical(lang, b): f.strip() for b, f in (forms or {}).items()}
+    stmt = select(t.lexicon_forms).where(t.lexicon_forms.c.lang == lang.code, t.lexicon_forms.c.lemma == lemma)
+    if pos is not None:
+        stmt = stmt.where(t.lexicon_forms.c.pos == pos)
+    rows = {r["features"]: r for r in ws.rows(stmt)}
+    summary = VerifySummary(unknown=sorted(set(fixes) - set(rows)))
+    if summary.unknown:
+        raise ValueError(f"{lang.code} {lemma}: no proposed form for {', '.join(summary.unknown)}")
+    ts = now()
+    with ws.transaction() as conn:
+        for bundle, row in rows.items():
+            if row["status"] == "verified" and bundle not in fixes:
+                summary.already += 1
+                continue
+            if decision == "reject":
+                values = dict(status="rejected", reviewer=reviewer, comment=comment, verified_at=None)
+                summary.rejected += 1
+            elif bundle in fixes and fixes[bundle] != row["form"]:
+                if not fixes[bundle]:
+                    raise ValueError(f"{lang.code} {lemma} {bundle}: the corrected form is empty")
+                values = dict(status="verified", form=fixes[bundle], proposed_form=row["proposed_form"] or row["form"],
+                              reviewer=reviewer, comment=comment, verified_at=ts)
+                summary.corrected += 1
+            else:
+                values = dict(status="verified", reviewer=reviewer, comment=comment, verified_at=ts)
+                summary.verified += 1
+            conn.execute(t.lexicon_forms.update().where(t.lexicon_forms.c.id == row["id"]).values(**values))
+    return summary
+
+
+def forms_of(ws: Workspace, lang: str, lemmas: Iterable[str], pos: str | None = None) -> dict[str, dict[str, dict]]:
+    """lemma -> bundle -> row (rejected rows included; callers decide)."""
+    stmt = select(t.lexicon_forms).where(t.lexicon_forms.c.lang == lang, t.lexicon_forms.c.lemma.in_(list(lemmas)))
+    if pos:
+        stmt = stmt.where(t.lexicon_forms.c.pos == pos)
+    out: dict[str, dict[str, dict]] = {}
+    for r in ws.rows(stmt.order_by(t.lexicon_forms.c.id)):
+        out.setdefault(r["lemma"], {}).setdefault(r["features"], r)
+    return out
+
+
+@dataclass
+class Resolution:
+    """What lexicon references resolved to: lemmas used, and lemmas left out for want of forms."""
+
+    used: int = 0
+    waiting: dict[str, list[str]] = field(default_factory=dict)  # "lang lemma" -> missing bundles
+
+
+def resolver(ws: Workspace, *, include_unverified: bool = False, report: Resolution | None = None):
+    """A template-file resolver: lexemes with every bundle the reference asks for; verified forms only
+    unless `include_unverified` (then proposed forms come marked unverified)."""
+
+    def resolve(ref: LexiconRef) -> list[Lexeme]:
+        lang = load_language(ref.lang)
+        try:
+            bundles = [canonical(lang, b) for b in ref.bundles]
+        except LanguageDataError as exc:
+            raise TemplateError(str(exc), ref.where) from exc
+        table = forms_of(ws, lang.code, ref.lemmas)
+        lexemes = []
+        for lemma, feats in ref.lemmas.items():
+            rows = table.get(lemma, {})
+            ok = {b: rows[b] for b in bundles if b in rows and (rows[b]["status"] == "verified" or
+                                                                 (include_unverified and rows[b]["status"] == "proposed"))}
+            missing = [b for b in bundles if b not in ok]
+            if missing:
+                if report is not None:
+                    report.waiting[f"{lang.code} {lemma}"] = missing
+                continue
+            lexemes.append(Lexeme({b: r["form"] for b, r in ok.items()}, lemma=lemma, features=feats,
+                                  unverified=frozenset(b for b, r in ok.items() if r["status"] != "verified")))
+            if report is not None:
+                report.used += 1
+        if not lexemes:
+            raise NoLexemes(f"no lemma of this placeholder has all of {', '.join(bundles)} "
+                                f"{'proposed or verified' if include_unverified else 'verified'} in the {lang.code} lexicon "
+                                "(run `builder templates fill`, then verify the forms)", ref.where)
+        return lexemes
+
+    return resolve

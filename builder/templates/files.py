@@ -1,0 +1,246 @@
+"""Template files: `data/templates/<lang>/<capability>.yaml` -> test templates -> M2C tests.
+
+A file holds shared placeholders and a list of templates, each with context, question, answer,
+optional alternatives (more accepted answers; `re:` marks a regular expression), options and a
+sample size `n`. Placeholder values are inline (strings, or mappings of feature bundle -> form) or
+lexicon references resolved from the workspace:
+
+    place:
+      lexicon: {bundles: [NOM.SG, GEN.SG], lemmas: {pöytä: "", tuoli: ""}}   # lemma -> lexeme features
+
+Errors name the file, line and column, also inside block scalars.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict
+
+from builder.paths import data_dir
+from builder.templates.engine import Lexeme, Template
+from builder.templates.errors import TemplateError, Where
+from builder.templates.language import Language, load_language
+from builder.templates.syntax import Locate
+
+FIELDS = ("context", "question", "answer")
+TEMPLATE_KEYS = {"id", "context", "question", "answer", "alternatives", "n", "options", "placeholders"}
+
+
+class M2CTest(BaseModel):
+    """One rendered test: the row of the `m2c_tests` workspace table."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    test_id: str
+    lang: str
+    capability: str
+    template_id: str
+    context: str
+    question: str
+    answer: str
+    alternatives: list[str]
+    answer_forms: list[str]
+    fills: dict[str, dict]
+    verified: bool
+
+
+@dataclass(frozen=True)
+class LexiconRef:
+    """Lemmas to take from the workspace lexicon, with the feature bundles the template needs."""
+
+    lang: str
+    bundles: tuple[str, ...]
+    lemmas: dict[str, str]  # lemma -> features of the lexeme (e.g. "MASC")
+    where: Where
+
+
+Resolver = Callable[[LexiconRef], list[Lexeme]]
+
+
+def test_id(lang: str, template_id: str, context: str, question: str, answer: str) -> str:
+    return "m_" + hashlib.blake2b("\x1f".join((lang, template_id, context, question, answer)).encode(), digest_size=12).hexdigest()
+
+
+@dataclass
+class TestTemplate:
+    template_id: str
+    lang: str
+    capability: str
+    template: Template
+    alternatives: tuple[str, ...]
+    n: int
+    language: Language
+    regexes: tuple[str, ...] = ()  # accepted answers given as `re:<pattern>`
+
+    def tests(self, n: int | None = None, seed: int = 0) -> Iterator[M2CTest]:
+        from builder.templates.answers import normalise
+
+        for fill in self.template.fills(self.n if n is None else n, seed, variants=("answer",)):
+            texts = fill.texts
+            alternatives = list(dict.fromkeys(texts[a] for a in self.alternatives if texts[a] != texts["answer"]))
+            alternatives += self.regexes
+            accepted = {normalise(x, self.language) for x in [texts["answer"], *alternatives]}
+            forms = [f for f in fill.other_forms.get("answer", []) if normalise(f, self.language) not in accepted]
+            yield M2CTest(
+                test_id=test_id(self.lang, self.template_id, texts["context"], texts["question"], texts["answer"]),
+                lang=self.lang, capability=self.capability, template_id=self.template_id,
+                context=texts["context"], question=texts["question"], answer=texts["answer"],
+                alternatives=alternatives, answer_forms=list(dict.fromkeys(forms)), fills=fill.values,
+                verified=fill.verified,
+            )
+
+
+def templates_dir() -> Path:
+    return data_dir() / "templates"
+
+
+def template_files(lang: str, root: Path | None = None) -> list[Path]:
+    return sorted(((root or templates_dir()) / lang).glob("*.yaml"))
+
+
+def _locator(node: yaml.ScalarNode, value: str, path: str, lines: list[str], field_name: str) -> Locate:
+    """Offsets in a scalar's value -> file positions, for plain, quoted, literal and folded scalars."""
+    start = node.start_mark
+    if node.style in ("|", ">"):
+        first = start.line + 1
+        while first < len(lines) and not lines[first].strip():
+            first += 1
+        indent = len(lines[first]) - len(lines[first].lstrip()) if first < len(lines) else 0
+        spans = [(first, indent)]
+    else:
+        spans = [(start.line, start.column + (1 if node.style in ("'", '"') else 0))]
+        first, indent = start.line + 1, None
+    row = spans[0][0] + 1
+    while row < len(lines) and row <= node.end_mark.line:  # continuation lines of the scalar
+        text = lines[row]
+        spans.append((row, indent if indent is not None else len(text) - len(text.lstrip())))
+        row += 1
+
+    def locate(offset: int) -> Where:
+        # each source line holds its characters plus one separator (newline or folding space)
+        pos = offset
+        for line_no, col0 in spans:
+            length = len(lines[line_no]) - col0 if line_no < len(lines) else 0
+            if pos <= length:
+                return Where(path, line_no + 1, col0 + pos + 1, field_name)
+            pos -= length + 1
+        return Where(path, spans[-1][0] + 1, spans[-1][1] + 1, field_name)
+
+    return locate
+
+
+def _child(node: yaml.Node, key: Any) -> yaml.Node | None:
+    if isinstance(node, yaml.MappingNode):
+        for k, v in node.value:
+            if k.value == key:
+                return v
+    if isinstance(node, yaml.SequenceNode) and isinstance(key, int) and key < len(node.value):
+        return node.value[key]
+    return None
+
+
+def _where(node: yaml.Node | None, path: str) -> Where | None:
+    return Where(path, node.start_mark.line + 1, node.start_mark.column + 1) if node is not None else None
+
+
+def _values(name: str, raw: Any, node: yaml.Node, path: str, lang: str, resolve: Resolver | None) -> list:
+    where = _where(node, path)
+    if isinstance(raw, dict) and "lexicon" in raw:
+        spec = raw["lexicon"] or {}
+        lemmas = spec.get("lemmas")
+        bundles = spec.get("bundles")
+        if not lemmas or not bundles:
+            raise TemplateError(f"placeholder {name}: a lexicon reference needs lemmas and bundles", where)
+        if isinstance(lemmas, list):
+            lemmas = {str(x): "" for x in lemmas}
+        if resolve is None:
+            raise TemplateError(f"placeholder {name} takes its forms from a workspace lexicon; render it with a workspace", where)
+        return resolve(LexiconRef(lang, tuple(str(b) for b in bundles), {str(k): str(v or "") for k, v in lemmas.items()}, where))
+    if not isinstance(raw, list) or not raw:
+        raise TemplateError(f"placeholder {name}: give a list of values or a lexicon reference", where)
+    out = []
+    for i, v in enumerate(raw):
+        if isinstance(v, dict) and "forms" in v:
+            extra = set(v) - {"forms", "lemma", "features"}
+            if extra:
+                raise TemplateError(f"placeholder {name}, value #{i + 1}: unknown keys {sorted(extra)}", _where(_child(node, i), path))
+            out.append(Lexeme({str(k): str(f) for k, f in v["forms"].items()}, v.get("lemma"), str(v.get("features") or "")))
+        elif isinstance(v, dict):
+            out.append({str(k): str(f) for k, f in v.items()})
+        elif isinstance(v, bool):
+            raise TemplateError(f"placeholder {name}, value #{i + 1}: YAML read a boolean; quote the word (e.g. \"on\")",
+                                _where(_child(node, i), path))
+        elif isinstance(v, (str, int, float)):
+            out.append(str(v))
+        else:
+            raise TemplateError(f"placeholder {name}, value #{i + 1}: a string or a mapping", _where(_child(node, i), path))
+    return out
+
+
+def load_file(path: Path, *, resolve: Resolver | None = None, lang: str | None = None) -> list[TestTemplate]:
+    """The test templates of one file; `resolve` turns lexicon references into lexemes."""
+    text = path.read_text(encoding="utf-8")
+    shown = str(path)
+    try:
+        root = yaml.compose(text)
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = Where(shown, mark.line + 1, mark.column + 1) if mark else Where(shown, 1, 1)
+        raise TemplateError(f"not valid YAML: {getattr(exc, 'problem', exc)}", where) from exc
+    if not isinstance(raw, dict) or not isinstance(raw.get("templates"), list):
+        raise TemplateError("a template file is a mapping with a list under 'templates'", Where(shown, 1, 1))
+    lang = raw.get("language") or lang or path.parent.name
+    capability = raw.get("capability") or path.stem
+    language = load_language(lang)
+    lines = text.splitlines()
+    shared_node = _child(root, "placeholders")
+    shared = {k: _values(k, v, _child(shared_node, k), shown, lang, resolve) for k, v in (raw.get("placeholders") or {}).items()}
+    shared_where = {k: _where(_child(shared_node, k), shown) for k in shared}
+    out = []
+    templates_node = _child(root, "templates")
+    for i, entry in enumerate(raw["templates"]):
+        node = _child(templates_node, i)
+        where = _where(node, shown)
+        if not isinstance(entry, dict):
+            raise TemplateError("each template is a mapping", where)
+        unknown = set(entry) - TEMPLATE_KEYS
+        missing = [f for f in FIELDS if not isinstance(entry.get(f), str)]
+        if unknown or missing:
+            raise TemplateError(f"template #{i + 1}: " + "; ".join(
+                ([f"unknown keys {sorted(unknown)}"] if unknown else []) + ([f"missing {', '.join(missing)}"] if missing else [])), where)
+        tid = f"{lang}/{capability}#{entry.get('id', i)}"
+        texts = {f: entry[f] for f in FIELDS}
+        locators = {f: _locator(_child(node, f), entry[f], shown, lines, f) for f in FIELDS}
+        alts = entry.get("alternatives") or []
+        alt_node = _child(node, "alternatives")
+        for j, a in enumerate(alts):
+            if not isinstance(a, str):
+                raise TemplateError(f"alternative #{j + 1} must be a string", _where(_child(alt_node, j), shown))
+            if a.startswith("re:"):
+                continue  # a regular expression, checked as it stands
+            key = f"alternative{j}"
+            texts[key] = a
+            locators[key] = _locator(_child(alt_node, j), a, shown, lines, f"alternatives[{j}]")
+        own_node = _child(node, "placeholders")
+        own = {k: _values(k, v, _child(own_node, k), shown, lang, resolve) for k, v in (entry.get("placeholders") or {}).items()}
+        value_where = {**shared_where, **{k: _where(_child(own_node, k), shown) for k in own}}
+        template = Template(texts, language, entry.get("options"), template_name=tid, locators=locators,
+                            value_where=value_where, placeholders={**shared, **own})
+        alt_keys = tuple(k for k in texts if k.startswith("alternative"))
+        regexes = tuple(a for a in alts if isinstance(a, str) and a.startswith("re:"))
+        out.append(TestTemplate(tid, lang, capability, template, alt_keys, int(entry.get("n", 100)), language, regexes))
+    return out
+
+
+def load_language_templates(lang: str, *, root: Path | None = None, resolve: Resolver | None = None) -> list[TestTemplate]:
+    out = []
+    for path in template_files(lang, root):
+        out.extend(load_file(path, resolve=resolve, lang=lang))
+    return out

@@ -1,0 +1,95 @@
+"""Template functions: `{$name(arg, ...)}`, a registry with common built-ins, open to registration.
+
+A function gets its arguments resolved per fill (a placeholder key gives its rendered string, a
+`placeholder.DIMENSION` argument the feature label, literals stay as written) and the fill's
+language as the keyword `lang`. It returns a string or number, or `Forms` when the value has other
+inflected forms that an answer checker should recognise as morphological errors.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from dataclasses import dataclass
+from typing import Callable
+
+from builder.templates.language import MISSING, Language
+
+
+class FunctionError(ValueError):
+    """A function could not compute its value for a fill."""
+
+
+@dataclass(frozen=True)
+class Forms:
+    value: str
+    others: tuple[str, ...] = ()
+
+    def __str__(self) -> str:
+        return self.value
+
+
+FUNCTIONS: dict[str, Callable] = {}
+
+
+def register_function(name: str | None = None):
+    """Decorator: make a function available to every template as `{$name(...)}`."""
+
+    def deco(fn: Callable) -> Callable:
+        FUNCTIONS[name or fn.__name__] = fn
+        return fn
+
+    return deco
+
+
+def as_number(value, lang: Language) -> int:
+    """An integer from an int, a digit string or a number word of the language (any form)."""
+    if isinstance(value, int):
+        return value
+    if isinstance(value, Forms):
+        value = value.value
+    if value.isdecimal():
+        return int(value)
+    text = unicodedata.normalize("NFC", str(value)).strip()
+    if text.lstrip("-").isdigit():
+        return int(text)
+    n = lang.number_words.get(text.casefold())
+    if n is None:
+        raise FunctionError(f"{value!r} is neither digits nor a number word of {lang.name}")
+    return n
+
+
+@register_function("sum")
+def _sum(*args, lang: Language) -> int:
+    return sum(as_number(a, lang) for a in args)
+
+
+@register_function("diff")
+def _diff(a, b, *, lang: Language) -> int:
+    return as_number(a, lang) - as_number(b, lang)
+
+
+@register_function("mul")
+def _mul(a, b, *, lang: Language) -> int:
+    return as_number(a, lang) * as_number(b, lang)
+
+
+@register_function("words")
+def _words(n, *features, lang: Language) -> Forms:
+    """The number word for n in the features given (e.g. gender and case); the other forms come along."""
+    value = as_number(n, lang)
+    rule = lang.numbers.get(value)
+    if rule is None:
+        raise FunctionError(f"{lang.name} has no number word for {value} (add it under numbers: in its language file)")
+    wanted: dict[str, str] = {}
+    for f in features:
+        dim = lang.dims.of_feature.get(str(f))
+        if dim is None:
+            raise FunctionError(f"{f!r} is not a feature of {lang.name}")
+        if dim in rule.dims:
+            wanted[dim] = str(f)
+    form = rule.lookup(wanted)
+    if form is MISSING:
+        raise FunctionError(f"number {value} has no single form for {'.'.join(wanted.values()) or 'no features'} "
+                            f"(its forms vary by {', '.join(d for d in rule.dims if d not in wanted)})")
+    others = tuple(sorted(set(rule.table.values()) - {form}))
+    return Forms(form, others)

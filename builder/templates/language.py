@@ -1,0 +1,321 @@
+"""Languages as data: dimensions, rules, modifiers, post-processing and number words.
+
+A language file (`data/m2c/languages/<code>.yaml`) declares everything the engine knows about a
+language, so adding or correcting one never touches code. Feature labels follow UniMorph where it has
+them; language-specific dimensions (Italian STARTSWITH, Chinese CLASSIFIER_TYPE) sit beside them.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+import unicodedata
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Callable
+
+import yaml
+
+from builder.paths import data_dir
+from builder.templates.errors import LanguageDataError
+
+
+@dataclass(frozen=True)
+class Dimension:
+    """A named set of feature labels; `computed` ones are derived from a word by ordered patterns."""
+
+    name: str
+    features: tuple[str, ...]
+    sampleable: bool = True
+    patterns: tuple[tuple[str, re.Pattern], ...] = ()
+    default: str | None = None
+
+    @property
+    def computed(self) -> bool:
+        return bool(self.patterns) or self.default is not None
+
+    def compute(self, word: str) -> str | None:
+        """The feature of a rendered word (None for an empty word), first matching pattern wins."""
+        word = word.strip().lower()
+        if not word:
+            return None
+        for feature, pattern in self.patterns:
+            if pattern.search(word):
+                return feature
+        return self.default
+
+
+class Dimensions:
+    """Name -> Dimension and feature -> dimension name (labels are unique within one collection)."""
+
+    def __init__(self, dims: list[Dimension]) -> None:
+        self.by_name: dict[str, Dimension] = {}
+        self.of_feature: dict[str, str] = {}
+        for d in dims:
+            if d.name in self.by_name:
+                raise LanguageDataError(f"dimension {d.name} declared twice")
+            self.by_name[d.name] = d
+            for f in d.features:
+                if f in self.of_feature:
+                    raise LanguageDataError(f"feature {f} is in both {self.of_feature[f]} and {d.name}")
+                if f in self.by_name or f == d.name:
+                    raise LanguageDataError(f"feature {f} has the name of a dimension")
+                self.of_feature[f] = d.name
+        self.order = {name: i for i, name in enumerate(self.by_name)}
+
+    def __contains__(self, name: str) -> bool:
+        return name in self.by_name
+
+    def __getitem__(self, name: str) -> Dimension:
+        return self.by_name[name]
+
+    def bundle(self, text: str, *, what: str) -> dict[str, str]:
+        """Parse a dot-joined, order-insensitive bundle ("SG.MASC") into {dimension: feature}."""
+        out: dict[str, str] = {}
+        for label in (p for p in text.split(".") if p):
+            dim = self.of_feature.get(label)
+            if dim is None:
+                raise LanguageDataError(f"{what}: unknown feature {label!r}")
+            if dim in out and out[dim] != label:
+                raise LanguageDataError(f"{what}: two features of {dim} ({out[dim]}, {label})")
+            out[dim] = label
+        return out
+
+    def sort(self, dims) -> tuple[str, ...]:
+        return tuple(sorted(dims, key=self.order.__getitem__))
+
+
+MISSING = object()
+
+
+@dataclass
+class Rule:
+    """A deterministic value per feature bundle (articles, pronouns, classifiers...).
+
+    Bundles not mentioning one of the rule's dimensions hold for all its features (expansion), and a
+    more specific bundle wins over a less specific one.
+    """
+
+    name: str
+    dims: tuple[str, ...]
+    table: dict[tuple[str, ...], str]
+
+    @classmethod
+    def build(cls, name: str, entries: dict[str, Any], dims: Dimensions) -> "Rule":
+        parsed = []
+        for bundle, value in entries.items():
+            if not isinstance(value, str):
+                raise LanguageDataError(f"rule {name}, bundle {bundle}: the value must be a string")
+            parsed.append((dims.bundle(str(bundle), what=f"rule {name}"), value))
+        rule_dims = dims.sort({d for b, _ in parsed for d in b})
+        table: dict[tuple[str, ...], str] = {}
+        specificity: dict[tuple[str, ...], int] = {}
+        for b, value in parsed:
+            axes = [(b[d],) if d in b else dims[d].features for d in rule_dims]
+            for key in itertools.product(*axes):
+                if specificity.get(key, -1) < len(b):
+                    table[key], specificity[key] = value, len(b)
+                elif specificity[key] == len(b) and table[key] != value:
+                    raise LanguageDataError(f"rule {name}: bundles give both {table[key]!r} and {value!r} for {'.'.join(key)}")
+        return cls(name, rule_dims, table)
+
+    def lookup(self, features: dict[str, str]) -> str | object:
+        """The value for the requested features; MISSING when no bundle serves them.
+
+        Dimensions the request leaves open are allowed when every candidate gives the same value.
+        """
+        if all(d in features for d in self.dims):
+            return self.table.get(tuple(features[d] for d in self.dims), MISSING)
+        values = {v for k, v in self.table.items() if all(features.get(d, f) == f for d, f in zip(self.dims, k))}
+        return values.pop() if len(values) == 1 else MISSING
+
+
+def capitalize(s: str) -> str:
+    """Upper-case the first letter only ("new York" -> "New York"; unlike str.capitalize)."""
+    for i, ch in enumerate(s):
+        if ch.isalpha():
+            return s[:i] + ch.upper() + s[i + 1 :]
+    return s
+
+
+BUILTIN_MODIFIERS: dict[str, Callable[[str], str]] = {
+    "TO_CAPITALIZE": capitalize,
+    "TO_UPPER": str.upper,
+    "TO_LOWER": str.lower,
+    "TO_TITLE": lambda s: " ".join(capitalize(w) for w in s.split(" ")),
+}
+
+
+def _declared_modifier(name: str, spec: dict) -> Callable[[str], str]:
+    prefix, suffix = spec.get("prefix", ""), spec.get("suffix", "")
+    subs = [(re.compile(p), r) for p, r in spec.get("replace", [])]
+
+    def apply(s: str) -> str:
+        for p, r in subs:
+            s = p.sub(r, s)
+        return prefix + s + suffix if s else s
+
+    if not (prefix or suffix or subs):
+        raise LanguageDataError(f"modifier {name}: give a prefix, a suffix or replace patterns")
+    return apply
+
+
+def _keep_case(src: str, repl: str) -> str:
+    return capitalize(repl) if src[:1].isupper() else repl
+
+
+def _alternation(keys) -> str:
+    return "|".join(r"\s+".join(re.escape(w) for w in k.split()) for k in sorted(keys, key=len, reverse=True))
+
+
+@dataclass
+class PostProcess:
+    """Clean-up applied to every rendered text of a language, in this order:
+    elision, contractions, apostrophe gluing, whitespace, punctuation spacing, sentence capitals.
+    Each step is one regular expression, whatever the size of its table."""
+
+    elision: re.Pattern | None = None
+    elided: dict[str, str] = field(default_factory=dict)
+    contractions: re.Pattern | None = None
+    contracted: dict[str, str] = field(default_factory=dict)
+    glue: re.Pattern | None = None
+    tight: re.Pattern | None = None
+    capitalize_sentences: bool = True
+
+    @classmethod
+    def build(cls, spec: dict) -> "PostProcess":
+        pp = cls(capitalize_sentences=spec.get("capitalize_sentences", True))
+        el = spec.get("elision")
+        if el:
+            guard = "".join(f"(?!{re.escape(w)})" for w in el.get("except", []))  # word beginnings
+            pp.elided = {w.lower(): short for w, short in el["words"].items()}
+            pp.elision = re.compile(rf"(?<!\w)({_alternation(pp.elided)})\s+(?={guard}(?:{el['before']}))", re.I)
+        table = spec.get("contractions") or {}
+        if table:
+            pp.contracted = {" ".join(k.lower().split()): v for k, v in table.items()}
+            plain = [k for k in table if not k.endswith("'")]
+            elided = [k for k in table if k.endswith("'")]
+            alts = [rf"(?:{_alternation(plain)})(?!\w)"] if plain else []
+            alts += [f"(?:{_alternation(elided)})"] if elided else []
+            pp.contractions = re.compile(rf"(?<!\w)(?:{'|'.join(alts)})", re.I)
+        glued = spec.get("glue_after_apostrophe") or []
+        if glued:
+            alts = "|".join(sorted((re.escape(w) for w in glued), key=len, reverse=True))
+            pp.glue = re.compile(rf"(?<!\w)((?:{alts})['’])\s+", re.I)
+        tight = spec.get("no_space_before", ".,!?;:")
+        if tight:
+            pp.tight = re.compile(rf"\s+([{re.escape(tight)}])")
+        return pp
+
+    def __call__(self, text: str) -> str:
+        if self.elision is not None:
+            text = self.elision.sub(lambda m: _keep_case(m.group(1), self.elided[m.group(1).lower()]), text)
+        if self.contractions is not None:
+            text = self.contractions.sub(
+                lambda m: _keep_case(m.group(0), self.contracted[" ".join(m.group(0).lower().split())]), text)
+        if self.glue is not None:
+            text = self.glue.sub(r"\1", text)
+        text = " ".join(text.split())
+        if self.tight is not None:
+            text = self.tight.sub(r"\1", text)
+        if self.capitalize_sentences and text:
+            text = capitalize(text[:1]) + text[1:] if text[:1].isalpha() else text
+            text = _SENTENCE.sub(lambda m: m.group(1) + m.group(2).upper(), text)
+        return text
+
+
+_SENTENCE = re.compile(r"([.?!]\s+)(\w)")
+
+
+@dataclass
+class Language:
+    """Everything the engine knows about one language (or a bare set of custom dimensions)."""
+
+    code: str
+    name: str
+    dims: Dimensions
+    rules: dict[str, Rule] = field(default_factory=dict)
+    modifiers: dict[str, Callable[[str], str]] = field(default_factory=lambda: dict(BUILTIN_MODIFIERS))
+    post: PostProcess | None = None
+    numbers: dict[int, Rule] = field(default_factory=dict)
+    number_variants: dict[int, tuple[str, ...]] = field(default_factory=dict)  # accepted, never generated
+    unimorph_ignore: frozenset[str] = frozenset()
+    unimorph_map: dict[str, str] = field(default_factory=dict)
+    spaced: bool = True  # words separated by spaces (number words are matched as whole words)
+    _number_words: dict[str, int] | None = field(default=None, repr=False)
+
+    def postprocess(self, text: str) -> str:
+        return self.post(text) if self.post else " ".join(text.split())
+
+    @property
+    def number_words(self) -> dict[str, int]:
+        """Every form of every number word (case-folded) -> its value, for answer normalisation."""
+        if self._number_words is None:
+            self._number_words = {}
+            for n, rule in sorted(self.numbers.items()):
+                for form in sorted(set(rule.table.values()) | set(self.number_variants.get(n, ()))):
+                    self._number_words.setdefault(unicodedata.normalize("NFC", form).casefold(), n)
+        return self._number_words
+
+
+def custom(dimensions: dict[str, list[str]]) -> Language:
+    """A language-less set of dimensions, e.g. {"d1": ["A", "B"]}, with the built-in modifiers."""
+    return Language("xx", "custom", Dimensions([Dimension(k, tuple(v)) for k, v in dimensions.items()]))
+
+
+def languages_dir() -> Path:
+    return data_dir() / "m2c" / "languages"
+
+
+def available() -> list[str]:
+    return sorted(p.stem for p in languages_dir().glob("*.yaml"))
+
+
+@lru_cache(maxsize=None)
+def load_language(code: str) -> Language:
+    """The language declared in data/m2c/languages/<code>.yaml."""
+    path = languages_dir() / f"{code}.yaml"
+    if not path.is_file():
+        raise LanguageDataError(f"no M2C language data for {code!r} (have: {', '.join(available())})")
+    raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    try:
+        return parse_language(raw)
+    except (LanguageDataError, KeyError, TypeError, AttributeError, re.error) as exc:
+        raise LanguageDataError(f"{path}: {exc}") from exc
+
+
+def _dimension(name: str, spec: Any) -> Dimension:
+    if isinstance(spec, list):
+        return Dimension(name, tuple(spec))
+    patterns = tuple((feat, re.compile(pat, re.I)) for item in spec.get("computed", []) for feat, pat in item.items())
+    dim = Dimension(name, tuple(spec["features"]), spec.get("sampleable", not patterns), patterns, spec.get("default"))
+    for feat, _ in patterns:
+        if feat not in dim.features:
+            raise LanguageDataError(f"dimension {name}: computed feature {feat} is not one of its features")
+    return dim
+
+
+def parse_language(raw: dict) -> Language:
+    dims = Dimensions([_dimension(n, s) for n, s in raw["dimensions"].items()])
+    rules = {}
+    for name, entries in (raw.get("rules") or {}).items():
+        if name[-1:].isdigit():
+            raise LanguageDataError(f"rule {name}: a rule name cannot end in a digit (digits number duplicate keys)")
+        rules[name] = Rule.build(name, entries, dims)
+    modifiers = dict(BUILTIN_MODIFIERS)
+    for name, spec in (raw.get("modifiers") or {}).items():
+        modifiers[name] = _declared_modifier(name, spec)
+    numbers, variants = {}, {}
+    for n, forms in (raw.get("numbers") or {}).items():
+        if isinstance(forms, list):  # the first is generated, the others are accepted variants
+            forms, variants[int(n)] = forms[0], tuple(forms[1:])
+        entries = {"": forms} if isinstance(forms, str) else forms
+        numbers[int(n)] = Rule.build(f"number {n}", entries, dims)
+    unimorph = raw.get("unimorph") or {}
+    return Language(
+        code=raw["code"], name=raw["name"], dims=dims, rules=rules, modifiers=modifiers,
+        post=PostProcess.build(raw.get("postprocess") or {}), numbers=numbers, number_variants=variants,
+        unimorph_ignore=frozenset(unimorph.get("ignore", [])), unimorph_map=dict(unimorph.get("map", {})),
+        spaced=raw.get("spaced", True),
+    )

@@ -1,0 +1,192 @@
+"""M2C in the workspace: UniMorph import, LLM-proposed fills, verification, rendering into m2c_tests."""
+
+import asyncio
+from pathlib import Path
+
+import pytest
+from sqlalchemy import select
+from typer.testing import CliRunner
+
+from builder.cli import app
+from builder.inflect import needs, propose_forms
+from builder.languages import registry
+from builder.lexicon import LexiconImportError, import_unimorph, verify_fills
+from builder.llm.client import LLMClient
+from builder.render_tests import render_tests
+from builder.workspace import schema as t
+
+from conftest import settings_for
+
+UNIMORPH = """# a small German table
+Tisch\tTisch\tN;DAT;SG
+Tisch\tTischen\tN;DAT;PL
+Tisch\tTische\tN;NOM;PL
+Lampe\tLampe\tN;DAT;SG
+Lampe\tLampen\tN;PL;DAT
+Lampe\tLampen\tN;DAT;PL
+"""
+
+TEMPLATE = """capability: spatial
+placeholders:
+  place:
+    lexicon:
+      bundles: [DAT.SG, DAT.PL]
+      lemmas: {Tisch: MASC, Lampe: FEM, Bett: NEUT}
+  prep: [unter, neben]
+templates:
+  - context: "Das Buch liegt {prep} {ART.DEF.DAT.<place.NUMBER.GENDER>} {place.DAT}."
+    question: "Wo liegt das Buch?"
+    answer: "{prep} {ART.DEF.DAT.<place.NUMBER.GENDER>} {place.DAT}."
+    n: -1
+"""
+
+
+def _table(tmp_path: Path, text: str = UNIMORPH) -> Path:
+    path = tmp_path / "deu.tsv"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def _templates(tmp_path: Path) -> Path:
+    root = tmp_path / "templates"
+    (root / "de").mkdir(parents=True)
+    (root / "de" / "spatial.yaml").write_text(TEMPLATE, encoding="utf-8")
+    return root
+
+
+def _forms(ws):
+    return {(r["lemma"], r["features"]): r for r in ws.rows(select(t.lexicon_forms))}
+
+
+def test_unimorph_import_maps_features_to_dimensions_and_is_idempotent(ws, tmp_path):
+    s = import_unimorph(ws, _table(tmp_path), "de")
+    assert (s.lines, s.new, s.variants) == (6, 5, 1)
+    forms = _forms(ws)
+    assert {k: v["form"] for k, v in forms.items()} == {
+        ("Tisch", "SG.DAT"): "Tisch", ("Tisch", "PL.DAT"): "Tischen", ("Tisch", "PL.NOM"): "Tische",
+        ("Lampe", "SG.DAT"): "Lampe", ("Lampe", "PL.DAT"): "Lampen"}
+    assert all(r["pos"] == "N" and r["status"] == "verified" and r["source"].startswith("unimorph:deu.tsv:") for r in forms.values())
+    again = import_unimorph(ws, _table(tmp_path), "de")
+    assert (again.new, again.existing) == (0, 5) and ws.count(t.lexicon_forms) == 5
+
+
+def test_finnish_unimorph_local_cases_are_mapped(ws, tmp_path):
+    path = _table(tmp_path, "talo\ttalossa\tN;IN+ESS;SG\ntalo\ttalolla\tN;AT+ESS;SG\n")
+    import_unimorph(ws, path, "fi")
+    assert set(_forms(ws)) == {("talo", "SG.INE"), ("talo", "SG.ADE")}
+
+
+@pytest.mark.parametrize("bad, where, message", [
+    ("Buch\tBuches\tN;GEN;SG;XYZ\n", ":8: field 3", "feature 'XYZ' is not a dimension of German"),
+    ("Buch\tBücher\n", ":8:", "expected lemma<TAB>form<TAB>features"),
+    ("Buch\t\tN;NOM;SG\n", ":8: field 2", "(form) is empty"),
+    ("Buch\tBuch\tN;V;NOM\n", ":8: field 3", "two parts of speech"),
+])
+def test_bad_unimorph_line_fails_the_whole_file_and_writes_nothing(ws, tmp_path, bad, where, message):
+    path = _table(tmp_path, UNIMORPH + bad)
+    with pytest.raises(LexiconImportError) as info:
+        import_unimorph(ws, path, "de")
+    assert f"{path}{where}" in str(info.value) and message in str(info.value)
+    assert ws.count(t.lexicon_forms) == 0
+
+
+def _fill(ws, server, root, **kw):
+    async def go():
+        client = LLMClient(ws, settings_for(server, **kw))
+        try:
+            return await propose_forms(ws, client, registry(ws)["de"], needs(ws, "de", root))
+        finally:
+            await client.aclose()
+
+    return asyncio.run(go())
+
+
+def test_llm_proposes_only_the_missing_forms_and_a_rerun_asks_nothing(ws, server, tmp_path):
+    import_unimorph(ws, _table(tmp_path), "de")
+    root = _templates(tmp_path)
+    assert [(n.lemma, n.bundles, n.features) for n in needs(ws, "de", root)] == [("Bett", ("SG.DAT", "PL.DAT"), "NEUT")]
+    server.lexicon.inflections[("de", "Bett", "PL.DAT")] = "Betten"
+    server.lexicon.inflections[("de", "Bett", "SG.DAT")] = "Bett"
+    summary = _fill(ws, server, root)
+    assert (summary.lemmas, summary.proposed, summary.flagged) == (1, 2, {})
+    forms = _forms(ws)
+    assert forms[("Bett", "PL.DAT")]["form"] == "Betten" and forms[("Bett", "PL.DAT")]["status"] == "proposed"
+    assert forms[("Bett", "PL.DAT")]["llm_call_id"] in {r["id"] for r in ws.rows(select(t.llm_calls.c.id))}
+    calls = server.stats.calls
+    assert needs(ws, "de", root) == [] and _fill(ws, server, root).proposed == 0 and server.stats.calls == calls
+
+
+def test_a_blank_form_is_asked_again_then_flagged(ws, server, tmp_path):
+    import_unimorph(ws, _table(tmp_path), "de")
+    server.lexicon.inflections[("de", "Bett", "PL.DAT")] = " "
+    summary = _fill(ws, server, _templates(tmp_path), max_reasks=2)
+    assert summary.proposed == 0 and "form is blank" in summary.flagged["Bett"]
+    assert server.stats.calls == 3 and ws.count(t.lexicon_forms) == 5
+
+
+def _rows(ws):
+    return ws.rows(select(t.m2c_tests).order_by(t.m2c_tests.c.answer))
+
+
+def test_an_unverified_fill_never_reaches_a_released_test(ws, server, tmp_path):
+    import_unimorph(ws, _table(tmp_path), "de")
+    root = _templates(tmp_path)
+    server.lexicon.inflections.update({("de", "Bett", "PL.DAT"): "Betten", ("de", "Bett", "SG.DAT"): "Bett"})
+    _fill(ws, server, root)
+
+    s = render_tests(ws, "de", root=root)  # Bett's forms are only proposed: Bett is left out
+    rows = _rows(ws)
+    assert s.tests == len(rows) == 8 and all(r["verified"] for r in rows)
+    assert not any("Bett" in r["context"] + r["answer"] for r in rows)
+    assert s.waiting_lemmas == {"de Bett": ["SG.DAT", "PL.DAT"]}
+    assert {r["answer"] for r in rows} >= {"Unter dem Tisch.", "Neben den Tischen.", "Unter der Lampe.", "Neben den Lampen."}
+
+    preview = render_tests(ws, "de", root=root, include_unverified=True)
+    rows = _rows(ws)
+    assert preview.tests == 12 and preview.unverified == 4
+    assert {r["answer"] for r in rows if not r["verified"]} == {"Unter dem Bett.", "Neben dem Bett.", "Unter den Betten.", "Neben den Betten."}
+    assert all(r["verified"] for r in rows if "Bett" not in r["answer"])
+
+    again = render_tests(ws, "de", root=root)  # the preview's unverified tests do not linger
+    assert again.removed == 4 and all(r["verified"] for r in _rows(ws)) and len(_rows(ws)) == 8
+
+    v = verify_fills(ws, "de", "Bett", reviewer="curator@example.org", decision="fix", forms={"DAT.PL": "Betten"})
+    assert (v.verified, v.corrected) == (2, 0)
+    final = render_tests(ws, "de", root=root)
+    rows = _rows(ws)
+    assert final.new == 4 and len(rows) == 12 and all(r["verified"] for r in rows)
+    bett = next(r for r in rows if r["answer"] == "Unter den Betten.")
+    assert bett["fills"]["place"] == {"lemma": "Bett", "form": "Betten", "features": {"NUMBER": "PL", "GENDER": "NEUT", "CASE": "DAT"}}
+    assert "Unter dem Betten." in bett["answer_forms"] and bett["template_id"] == "de/spatial#0"
+
+
+def test_a_curator_correction_and_a_rejection(ws, server, tmp_path):
+    root = _templates(tmp_path)
+    _fill(ws, server, root)  # synthetic forms: "Tisch-sg.dat" ...
+    v = verify_fills(ws, "de", "Tisch", reviewer="ann", decision="fix", forms={"SG.DAT": "Tisch", "PL.DAT": "Tischen"})
+    assert v.corrected == 2
+    forms = _forms(ws)
+    assert forms[("Tisch", "PL.DAT")]["form"] == "Tischen" and forms[("Tisch", "PL.DAT")]["proposed_form"] == "Tisch-pl.dat"
+    assert verify_fills(ws, "de", "Lampe", reviewer="ann", decision="reject", comment="wrong").rejected == 2
+    assert [n.lemma for n in needs(ws, "de", root)] == ["Lampe"]  # rejected forms are asked again
+    s = render_tests(ws, "de", root=root)
+    assert s.tests == 4 and {r["fills"]["place"]["lemma"] for r in _rows(ws)} == {"Tisch"}
+
+
+def test_cli_import_render_and_errors(ws, tmp_path):
+    runner = CliRunner()
+    w = str(ws.directory)
+    r = runner.invoke(app, ["lexicon", "import-unimorph", str(_table(tmp_path)), "--lang", "de", "-w", w])
+    assert r.exit_code == 0 and "5 new form(s)" in r.output
+    bad = _table(tmp_path, "x\ty\tN;FOO\n")
+    r = runner.invoke(app, ["lexicon", "import-unimorph", str(bad), "--lang", "de", "-w", w])
+    assert r.exit_code == 1 and f"{bad}:1: field 3" in r.output
+    r = runner.invoke(app, ["templates", "render", "--lang", "de", "--templates", str(_templates(tmp_path)), "-w", w])
+    assert r.exit_code == 0 and "8 test(s)" in r.output and "de Bett (SG.DAT, PL.DAT)" in r.output
+    r = runner.invoke(app, ["templates", "render", "--lang", "de,zh", "-w", w, "--n", "5"])
+    assert r.exit_code == 0
+    langs = {row["lang"] for row in ws.rows(select(t.m2c_tests.c.lang))}
+    # 7 German and 8 Chinese shipped templates; the shipped de/spatial#0 replaced the custom one's tests
+    assert langs == {"de", "zh"} and ws.count(t.m2c_tests) == 5 * (7 + 8)
+    r = runner.invoke(app, ["templates", "render", "--lang", "xx", "-w", w])
+    assert r.exit_code == 1 and "no M2C language data for xx" in r.output
