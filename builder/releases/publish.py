@@ -87,7 +87,8 @@ def publish(ws: Workspace, req: PublishRequest, *, api=None) -> PublishResult:
     existing = store.versions()
     version = V.next_version(existing, version=req.version, bump_part=req.bump)
     if req.hub and not req.dry_run:
-        api = api or hub_mod.api_for(hub_mod.require_token(req.hub))
+        token = hub_mod.require_token(req.hub)
+        api = api or hub_mod.api_for(token)
     parent = existing[-1] if existing else None
     langs = req.langs or rows_mod.languages_with_data(ws)
     configs = {**rows_mod.pair_rows(ws, langs), **rows_mod.m2c_rows(ws, langs)}
