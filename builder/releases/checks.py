@@ -99,7 +99,7 @@ def _pair_problems(c: ConfigRows, i: int) -> list[str]:
     elif acc == unacc:
         out.append(f"both concepts are {acc!r} in {c.lang}")
     spans = c.concept_spans[i]
-    if spans is None:
+    if None in spans:
         out.append("concept spans are missing")
     else:
         a0, a1, u0, u1 = spans
@@ -122,12 +122,30 @@ def _m2c_problems(c: ConfigRows, i: int) -> list[str]:
     return out
 
 
+def _pair_suspects(c: ConfigRows) -> list[int]:
+    """Rows that may have a problem: a cheap superset of what `_pair_problems` reports, in one pass."""
+    col = c.columns
+    rows = zip(col["acceptable_sentence"], col["unacceptable_sentence"], c.concept_spans, col["property_span"],
+               col["negative_type"], col["property"], col["acceptable_concept"], col["unacceptable_concept"])
+    out = []
+    for i, (sa, su, (a0, a1, u0, u1), ps, neg, prop, acc, unacc) in enumerate(rows):
+        try:
+            fine = (neg >= 0 and sa.strip() and su.strip() and sa != su and prop.strip() and acc.strip()
+                    and unacc.strip() and acc != unacc and 0 <= a0 < a1 <= len(sa) and 0 <= u0 < u1 <= len(su)
+                    and sa[:a0] + sa[a1:] == su[:u0] + su[u1:] and (ps is None or 0 <= ps[0] < ps[1] <= len(sa)))
+        except (TypeError, AttributeError):  # a None where text or an offset belongs
+            fine = False
+        if not fine:
+            out.append(i)
+    return out
+
+
 def _integrity(configs: dict[str, ConfigRows]) -> CheckResult:
     problems = []
     for c in configs.values():
         check = _m2c_problems if c.is_m2c else _pair_problems
         ids = c.ids()
-        for i in range(len(c)):
+        for i in (range(len(c)) if c.is_m2c else _pair_suspects(c)):
             for p in check(c, i):
                 problems.append(f"{c.config} {ids[i]}: {p}")
     n = sum(len(c) for c in configs.values())
@@ -141,7 +159,10 @@ def _duplicates(configs: dict[str, ConfigRows]) -> CheckResult:
         seen: dict[str, int] = {}
         content: dict[tuple, str] = {}
         cols = ("context", "question") if c.is_m2c else ("acceptable_sentence", "unacceptable_sentence")
-        for i, item in enumerate(c.ids()):
+        ids = c.ids()
+        if len(set(ids)) == len(ids) == len(set(zip(*(c.columns[k] for k in cols)))):
+            continue
+        for i, item in enumerate(ids):
             if item in seen:
                 problems.append(f"{c.config}: id {item} appears twice")
             seen[item] = i

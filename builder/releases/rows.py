@@ -10,11 +10,15 @@ decision) that was not changed after the sentence was written; otherwise it need
 
 from __future__ import annotations
 
+import gc
 from collections import Counter, defaultdict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from operator import itemgetter
 
 import pyarrow as pa
-from sqlalchemy import and_, func, select
+from sqlalchemy import func, select
 
 from builder.languages import SOURCE_LANGUAGE
 from builder.records import NEGATIVE_TYPES
@@ -36,7 +40,7 @@ class ConfigRows:
     columns: dict[str, list]
     unverified: dict[int, str] = field(default_factory=dict)  # row index -> why it is neither verified nor waived
     waived: dict[int, str] = field(default_factory=dict)  # row index -> the waiver's reason
-    concept_spans: list[tuple | None] = field(default_factory=list)  # pairs: (a0, a1, u0, u1)
+    concept_spans: list[tuple] = field(default_factory=list)  # pairs: (a0, a1, u0, u1), each may be None
     call_ids: list[str | None] = field(default_factory=list)
 
     @property
@@ -65,8 +69,8 @@ class ConfigRows:
         return pa.Table.from_pydict({k: self.columns[k] for k in features}, schema=features.arrow_schema)
 
 
-def _word_provenance(ws: Workspace, langs: list[str]) -> dict[tuple[str, str], tuple[int, bool]]:
-    """(item, lang) -> (curators who checked the word, whether a curator corrected the LLM's proposal)."""
+def _words(ws: Workspace, langs: list[str]) -> dict[str, dict[str, tuple[str, str, int, bool]]]:
+    """lang -> item -> (verified text, origin, curators who checked it, whether a curator corrected the LLM's proposal)."""
     vw, rv, pr, ra = t.verified_words, t.reviews, t.proposals, t.review_annotations
     seeds = {
         (r["item_id"], r["lang"]): r["n"]
@@ -81,98 +85,140 @@ def _word_provenance(ws: Workspace, langs: list[str]) -> dict[tuple[str, str], t
                          .where(ra.c.lang.in_(langs), ra.c.cancelled.is_(False), ra.c.decision.is_not(None))
                          .group_by(ra.c.proposal_id))
     }
-    out: dict[tuple[str, str], tuple[int, bool]] = {}
-    stmt = (select(vw.c.item_id, vw.c.lang, vw.c.origin, vw.c.proposal_id, rv.c.decision, rv.c.final_text,
+    out: dict[str, dict[str, tuple[str, str, int, bool]]] = {lang: {} for lang in langs}
+    stmt = (select(vw.c.item_id, vw.c.lang, vw.c.text, vw.c.origin, vw.c.proposal_id, rv.c.decision, rv.c.final_text,
                    pr.c.text.label("proposed"))
             .select_from(vw.outerjoin(rv, rv.c.id == vw.c.review_id).outerjoin(pr, pr.c.id == vw.c.proposal_id))
             .where(vw.c.lang.in_(langs)))
     with ws.engine.connect() as conn:
-        for item, lang, origin, proposal_id, decision, final, proposed in conn.execute(stmt):
+        for item, lang, text, origin, proposal_id, decision, final, proposed in conn.execute(stmt):
             if origin == "source":
-                out[(item, lang)] = (0, False)
+                out[lang][item] = (text, origin, 0, False)
             elif origin == "seed":
-                out[(item, lang)] = (max(1, seeds.get((item, lang), 0)), False)
+                out[lang][item] = (text, origin, max(1, seeds.get((item, lang), 0)), False)
             else:
                 corrected = decision == "corrected" or (final is not None and proposed is not None and final != proposed)
-                out[(item, lang)] = (max(1, annotators.get(proposal_id, 0)), corrected)
+                out[lang][item] = (text, origin, max(1, annotators.get(proposal_id, 0)), corrected)
     return out
 
 
-def _pair_query(langs: list[str]):
-    sp, p, pr = t.sentence_pairs, t.pairs, t.properties
-    ca, cu = t.concepts.alias("ca"), t.concepts.alias("cu")
-    wp, wa, wu = (t.verified_words.alias(n) for n in ("wp", "wa", "wu"))
+def _stale(ws: Workspace, langs: list[str], pairs: dict[str, tuple]) -> set[tuple[str, str, str]]:
+    """(pair id, lang, item) where the item's verified word changed after the pair's sentences were written.
 
-    def word(alias, item_col):
-        return alias, and_(alias.c.item_id == item_col, alias.c.lang == sp.c.lang)
+    Only words verified after a language's first sentence can be stale, so the per-sentence comparison
+    runs for those few words' pairs instead of joining every sentence with its three words."""
+    sp, vw = t.sentence_pairs, t.verified_words
+    first = (select(sp.c.lang, func.min(sp.c.created_at).label("first")).where(sp.c.lang.in_(langs))
+             .group_by(sp.c.lang).subquery())
+    late = ws.rows(select(vw.c.item_id, vw.c.lang, vw.c.verified_at).join(first, first.c.lang == vw.c.lang)
+                   .where(vw.c.verified_at > first.c.first))
+    if not late:
+        return set()
+    uses: dict[str, list[str]] = defaultdict(list)
+    for pid, (prop, acc, unacc, *_) in pairs.items():
+        for item in {prop, acc, unacc}:
+            uses[item].append(pid)
+    out = set()
+    for w in late:
+        ids = uses.get(w["item_id"], [])
+        for chunk in (ids[i:i + 500] for i in range(0, len(ids), 500)):
+            for r in ws.rows(select(sp.c.pair_id).where(sp.c.lang == w["lang"], sp.c.pair_id.in_(chunk),
+                                                        sp.c.created_at < w["verified_at"])):
+                out.add((r["pair_id"], w["lang"], w["item_id"]))
+    return out
 
-    def span(key, i):
-        return sp.c.spans[(key, i)].as_integer()
 
-    joined = sp.join(p, p.c.id == sp.c.pair_id).join(pr, pr.c.id == p.c.property_id)
-    joined = joined.join(ca, ca.c.id == p.c.acceptable_id).join(cu, cu.c.id == p.c.unacceptable_id)
-    for alias, cond in (word(wp, p.c.property_id), word(wa, p.c.acceptable_id), word(wu, p.c.unacceptable_id)):
-        joined = joined.outerjoin(alias, cond)
-    return (
-        select(
-            sp.c.pair_id, sp.c.lang, p.c.property_id, wp.c.text, pr.c.english, wa.c.text, wu.c.text,
-            ca.c.english, cu.c.english, ca.c.category, p.c.negative_type, p.c.similarity,
-            sp.c.acceptable, sp.c.unacceptable,
-            span("acceptable_property", 0), span("acceptable_property", 1),
-            span("acceptable_concept", 0), span("acceptable_concept", 1),
-            span("unacceptable_concept", 0), span("unacceptable_concept", 1),
-            p.c.acceptable_id, p.c.unacceptable_id, wp.c.origin, wa.c.origin, wu.c.origin,
-            wp.c.verified_at > sp.c.created_at, wa.c.verified_at > sp.c.created_at, wu.c.verified_at > sp.c.created_at,
-            sp.c.llm_call_id,
-        )
-        .select_from(joined)
-        .where(sp.c.status == "generated", sp.c.lang.in_(langs))
-        .order_by(sp.c.lang, sp.c.pair_id)
-    )
+def _span(key: str, i: int):
+    return t.sentence_pairs.c.spans[(key, i)].as_integer()
+
+
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    """The read allocates millions of small tuples and lists, none in a reference cycle; left on, the
+    cyclic collector rescans them again and again and costs as much as the read itself."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def pair_rows(ws: Workspace, langs: list[str]) -> dict[str, ConfigRows]:
-    provenance = _word_provenance(ws, langs)
-    waived = waivers(ws)
-    out: dict[str, ConfigRows] = {}
+    """Column-wise: one scan of the sentences, joined with pairs, concepts and words in memory."""
+    with _gc_paused():
+        return _pair_rows(ws, langs)
+
+
+def _pair_rows(ws: Workspace, langs: list[str]) -> dict[str, ConfigRows]:
+    sp = t.sentence_pairs
     with ws.engine.connect() as conn:
-        result = conn.execute(_pair_query(langs))
-        for row in result:
-            (pid, lang, prop_id, prop, prop_en, acc, unacc, acc_en, unacc_en, category, neg, sim, sa, su,
-             ap0, ap1, ac0, ac1, uc0, uc1, acc_id, unacc_id, o_p, o_a, o_u, st_p, st_a, st_u, call_id) = row
-            rows = out.get(lang)
-            if rows is None:
-                rows = out[lang] = ConfigRows(lang, lang, {k: [] for k in PAIR_FEATURES})
-            c = rows.columns
-            i = len(c["pair_id"])
-            words = ((prop_id, o_p, st_p), (acc_id, o_a, st_a), (unacc_id, o_u, st_u))
-            why = [f"{kind} {item} has no verified word in {lang}" if origin is None
-                   else f"{kind} {item} was re-verified after the sentence was written (regenerate it)" if stale
-                   else "" for kind, (item, origin, stale) in zip(_WORDS, words)]
-            why = "; ".join(w for w in why if w)
-            prov = [provenance.get((item, lang), (0, False)) for item, _, _ in words]
-            if lang == SOURCE_LANGUAGE and not why:
-                status = "source"
-            elif not why:
-                status = "verified"
-            elif ("pair", pid, lang) in waived:
-                status = "waived"
-                rows.waived[i] = waived[("pair", pid, lang)]
-            else:
-                status = "unverified"
-                rows.unverified[i] = why
-            for k, v in (("pair_id", pid), ("lang", lang), ("property_id", prop_id), ("property", prop),
-                         ("property_en", prop_en), ("acceptable_concept", acc), ("unacceptable_concept", unacc),
-                         ("acceptable_concept_en", acc_en), ("unacceptable_concept_en", unacc_en),
-                         ("category", category), ("negative_type", _NEG_INDEX.get(neg, -1)), ("similarity", sim),
-                         ("acceptable_sentence", sa), ("unacceptable_sentence", su),
-                         ("property_span", None if ap0 is None or ap1 is None else [ap0, ap1]),
-                         ("review_status", status), ("n_reviewers", min(n for n, _ in prov)),
-                         ("corrected", any(cor for _, cor in prov))):
-                c[k].append(v)
-            rows.concept_spans.append(None if None in (ac0, ac1, uc0, uc1) else (ac0, ac1, uc0, uc1))
-            rows.call_ids.append(call_id)
+        pairs = {r[0]: tuple(r[1:]) for r in conn.execute(
+            select(t.pairs.c.id, t.pairs.c.property_id, t.pairs.c.acceptable_id, t.pairs.c.unacceptable_id,
+                   t.pairs.c.negative_type, t.pairs.c.similarity))}
+    concepts = {r["id"]: r for r in ws.rows(select(t.concepts.c.id, t.concepts.c.english, t.concepts.c.category))}
+    props = {r["id"]: r["english"] for r in ws.rows(select(t.properties.c.id, t.properties.c.english))}
+    words = _words(ws, langs)
+    stale = _stale(ws, langs, pairs)
+    waived = waivers(ws)
+    stmt = (select(sp.c.pair_id, sp.c.lang, sp.c.acceptable, sp.c.unacceptable,
+                   _span("acceptable_property", 0), _span("acceptable_property", 1),
+                   _span("acceptable_concept", 0), _span("acceptable_concept", 1),
+                   _span("unacceptable_concept", 0), _span("unacceptable_concept", 1), sp.c.llm_call_id)
+            .where(sp.c.status == "generated", sp.c.lang.in_(langs)))
+    with ws.engine.connect() as conn:
+        fetched = conn.execute(stmt).all()
+    by_lang: dict[str, list] = defaultdict(list)
+    for r in fetched:
+        by_lang[r[1]].append(r)
+    out = {}
+    for lang, rows in sorted(by_lang.items()):
+        rows.sort(key=lambda r: r[0])
+        out[lang] = _config(lang, rows, pairs, concepts, props, words[lang], stale, waived)
     return out
+
+
+def _config(lang, rows, pairs, concepts, props, words, stale, waived) -> ConfigRows:
+    pid, _, sa, su, ap0, ap1, ac0, ac1, uc0, uc1, calls = (list(c) for c in zip(*rows))
+    prop_ids, acc_ids, unacc_ids, negs, sims = (list(c) for c in zip(*(pairs[p] for p in pid)))
+    none = (None, None, 0, False)
+    wp, wa, wu = ([words.get(i, none) for i in ids] for ids in (prop_ids, acc_ids, unacc_ids))
+    result = ConfigRows(lang, lang, {})
+    status = ["source" if lang == SOURCE_LANGUAGE else "verified"] * len(pid)
+    missing = [i for i, (p, a, u) in enumerate(zip(wp, wa, wu)) if p[1] is None or a[1] is None or u[1] is None]
+    index = {p: i for i, p in enumerate(pid)} if stale else {}
+    late = [index[p] for p, lg, _ in stale if lg == lang and p in index]
+    for i in sorted(set(missing) | set(late)):
+        items = (prop_ids[i], acc_ids[i], unacc_ids[i])
+        why = "; ".join(f"{kind} {item} has no verified word in {lang}" if w[1] is None
+                        else f"{kind} {item} was re-verified after the sentence was written (regenerate it)"
+                        for kind, item, w in zip(_WORDS, items, (wp[i], wa[i], wu[i]))
+                        if w[1] is None or (pid[i], lang, item) in stale)
+        if ("pair", pid[i], lang) in waived:
+            status[i] = "waived"
+            result.waived[i] = waived[("pair", pid[i], lang)]
+        else:
+            status[i] = "unverified"
+            result.unverified[i] = why
+    text, count, fixed = itemgetter(0), itemgetter(2), itemgetter(3)
+    english = {k: v["english"] for k, v in concepts.items()}
+    category = {k: v["category"] for k, v in concepts.items()}
+    result.columns = {
+        "pair_id": pid, "lang": [lang] * len(pid), "property_id": prop_ids, "property": list(map(text, wp)),
+        "property_en": list(map(props.__getitem__, prop_ids)), "acceptable_concept": list(map(text, wa)),
+        "unacceptable_concept": list(map(text, wu)), "acceptable_concept_en": list(map(english.__getitem__, acc_ids)),
+        "unacceptable_concept_en": list(map(english.__getitem__, unacc_ids)),
+        "category": list(map(category.__getitem__, acc_ids)), "negative_type": [_NEG_INDEX.get(x, -1) for x in negs],
+        "similarity": sims, "acceptable_sentence": sa, "unacceptable_sentence": su,
+        "property_span": [None if x is None or y is None else [x, y] for x, y in zip(ap0, ap1)],
+        "review_status": status,
+        "n_reviewers": list(map(min, map(count, wp), map(count, wa), map(count, wu))),
+        "corrected": list(map(any, zip(map(fixed, wp), map(fixed, wa), map(fixed, wu)))),
+    }
+    result.concept_spans = list(zip(ac0, ac1, uc0, uc1))
+    result.call_ids = calls
+    return result
 
 
 def m2c_rows(ws: Workspace, langs: list[str]) -> dict[str, ConfigRows]:
