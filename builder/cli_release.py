@@ -27,8 +27,9 @@ def _fail(exc: Exception | str) -> None:
     raise typer.Exit(1)
 
 
-def _source(source: Optional[str], workspace: Optional[Path]) -> str:
-    return source or str(Path(workspace or default_dir()) / "releases")
+def _source(source: Optional[str], workspace: Optional[Path]) -> str | Path:
+    """--from as given (a folder or a Hub id), else the workspace's store (always a folder)."""
+    return source or Path(workspace or default_dir()) / "releases"
 
 
 def publish(
@@ -46,7 +47,13 @@ def publish(
     workspace: Optional[Path] = WorkspaceOpt,
 ) -> None:
     """Publish reviewed data as a new immutable version (checks first; nothing is written if they fail)."""
-    from builder.releases.publish import DEFAULT_LICENSE, DEFAULT_NAME, PublishRequest, default_target, publish as run
+    from builder.releases.publish import (
+        DEFAULT_LICENSE,
+        DEFAULT_NAME,
+        PublishRequest,
+        default_target,
+    )
+    from builder.releases.publish import publish as run
 
     try:
         ws = open_workspace(workspace or default_dir())
@@ -121,7 +128,7 @@ def verify_cmd(version: Optional[str] = typer.Argument(None, help="One version [
     from builder.releases.verify import verify
 
     try:
-        report = verify(_source(str(source) if source else None, workspace), version)
+        report = verify(source or _source(None, workspace), version)
     except Exception as exc:  # noqa: BLE001
         _fail(exc)
     if not report.ok:

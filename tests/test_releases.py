@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 from collections import Counter
@@ -10,6 +11,7 @@ import datasets
 import pyarrow.parquet as pq
 import pytest
 import yaml
+from conftest import settings_for
 from huggingface_hub import DatasetCard
 from jinja2 import Template
 from sqlalchemy import select
@@ -17,7 +19,11 @@ from typer.testing import CliRunner
 
 import builder.releases as releases
 from builder.cli import app
-from builder.records import NEGATIVE_TYPES
+from builder.generate import generate
+from builder.languages import registry
+from builder.llm.client import LLMClient
+from builder.paths import sample_dir
+from builder.records import NEGATIVE_TYPES, normalise
 from builder.releases.checks import ReleaseCheckError
 from builder.releases.diff import diff
 from builder.releases.features import PAIR_FEATURES
@@ -27,12 +33,36 @@ from builder.releases.store import ReleaseStore, sha256
 from builder.releases.verify import verify
 from builder.releases.versions import VersionError
 from builder.releases.waivers import waive
+from builder.selection import Scope
 from builder.workspace import schema as t
 from builder.workspace.store import now
 
-from release_fixtures import demo_template, demo_ws, generate_with_standin, offline_datasets, property_outside_demo  # noqa: F401
+pytest_plugins = ["release_fixtures"]
 
 runner = CliRunner()
+
+
+def demo_properties() -> set[str]:
+    return {normalise(p) for p in (sample_dir() / "demo" / "properties.txt").read_text().splitlines() if p.strip()}
+
+
+def property_outside_demo(ws) -> str:
+    """A property whose pairs the demo did not generate."""
+    inside = demo_properties()
+    return sorted(r["id"] for r in ws.rows(select(t.properties)) if normalise(r["english"]) not in inside)[0]
+
+
+def generate_with_standin(ws, server, lang: str, property_ids: set[str]) -> None:
+    """Stage 4 for more pairs, answered by the OpenAI-compatible stand-in server."""
+    client = LLMClient(ws, settings_for(server))
+
+    async def go():
+        try:
+            return await generate(ws, client, [registry(ws)[lang]], scope=Scope(frozenset(property_ids)))
+        finally:
+            await client.aclose()
+
+    return asyncio.run(go())
 
 
 def cli(*args):
@@ -220,11 +250,11 @@ def correct_word_after_generation(ws, lang: str, item_id: str) -> None:
 
 def test_failing_checks_report_every_problem_and_write_nothing(demo_ws, tmp_path):
     target = tmp_path / "releases"
-    ar = releases_rows = demo_ws.rows(select(t.sentence_pairs.c.pair_id, t.pairs.c.property_id)
+    ar = demo_ws.rows(select(t.sentence_pairs.c.pair_id, t.pairs.c.property_id)
                                       .join(t.pairs, t.pairs.c.id == t.sentence_pairs.c.pair_id)
                                       .where(t.sentence_pairs.c.lang == "ar"))
     prop = ar[0]["property_id"]
-    stale = {r["pair_id"] for r in releases_rows if r["property_id"] == prop}
+    stale = {r["pair_id"] for r in ar if r["property_id"] == prop}
     correct_word_after_generation(demo_ws, "ar", prop)
     broken = demo_ws.rows(select(t.sentence_pairs).where(t.sentence_pairs.c.lang == "ru").order_by(t.sentence_pairs.c.pair_id))[3]
     with demo_ws.transaction() as conn:
@@ -337,3 +367,71 @@ def test_export_lm_eval_writes_one_multiple_choice_task_per_language(demo_ws, se
     assert rows.to_list() == v1.to_list()  # the exported task reads 1.0.0, not the newer checkout
     first = rows[0]
     assert Template(task["doc_to_choice"]).render(**first) == str([first["acceptable_sentence"], first["unacceptable_sentence"]])
+
+
+def add_m2c_tests(ws) -> list[dict]:
+    """M2C tests as the m2c stage writes them (contract 1's table); the m2c engine lives on another branch."""
+    rows = [
+        {"test_id": f"m_de_{i}", "lang": "de", "capability": cap, "template_id": f"de/{cap}#0", "context": ctx,
+         "question": q, "answer": a, "alternatives": alts, "answer_forms": forms, "fills": {}, "verified": verified,
+         "created_at": now()}
+        for i, (cap, ctx, q, a, alts, forms, verified) in enumerate([
+            ("negation", "Anna trinkt keinen Kaffee.", "Trinkt Anna Kaffee?", "nein", ["Nein"], [], True),
+            ("numerals", "Ich habe drei Äpfel.", "Wie viele Äpfel habe ich?", "drei", ["3"], [], True),
+            ("comparatives", "Der Hund ist größer als die Katze.", "Wer ist kleiner?", "die Katze", [],
+             ["der Katze"], False),
+        ])
+    ]
+    with ws.transaction() as conn:
+        conn.execute(t.m2c_tests.insert(), rows)
+    return rows
+
+
+def test_m2c_tests_are_released_per_language_when_verified_or_waived(demo_ws, tmp_path):
+    target = tmp_path / "releases"
+    tests = add_m2c_tests(demo_ws)
+    with pytest.raises(ReleaseCheckError, match="uses fills no curator has verified") as exc:
+        publish(demo_ws, PublishRequest(target=target, version="1.0.0"))
+    assert "m2c_de m_de_2" in str(exc.value)
+    waive(demo_ws, "m2c", "m_de_2", "de", reason="comparative checked by hand", by="maintainer")
+    publish(demo_ws, PublishRequest(target=target, version="1.0.0"))
+    assert "m2c_de" in releases.configs(target, "1.0.0")
+    ds = datasets.load_dataset(str(target), "m2c_de", split="test")
+    assert ds.to_list() == [{k: r[k] for k in ("test_id", "lang", "capability", "template_id", "context", "question",
+                                                "answer", "alternatives", "answer_forms")} for r in tests]
+    assert releases.load(target, "1.0.0", "m2c_de").to_list() == ds.to_list()
+    card = (target / "README.md").read_text()
+    assert "| m2c_de | comparatives: 1, negation: 1, numerals: 1 |" in card
+    tasks = export_lm_eval(target, "1.0.0", tmp_path / "tasks")
+    assert not any("m2c" in p.name for p in tasks)
+
+
+def test_review_provenance_counts_curators_and_corrections(demo_ws, tmp_path):
+    """Two curators in Label Studio on every word of one Arabic pair; one word corrected from the LLM's draft."""
+    pair = demo_ws.rows(select(t.pairs).join(t.sentence_pairs, t.sentence_pairs.c.pair_id == t.pairs.c.id)
+                        .where(t.sentence_pairs.c.lang == "ar").order_by(t.pairs.c.id))[0]
+    words = {r["item_id"]: r for r in demo_ws.rows(select(t.verified_words).where(
+        t.verified_words.c.lang == "ar",
+        t.verified_words.c.item_id.in_([pair["property_id"], pair["acceptable_id"], pair["unacceptable_id"]])))}
+    ts = now()
+    with demo_ws.transaction() as conn:
+        for n, (item, w) in enumerate(sorted(words.items())):
+            for k, (who, decision) in enumerate((("curator-a", "accept"), ("curator-b", "accept" if n else "corrected"))):
+                conn.execute(t.review_annotations.insert().values(
+                    annotation_id=10 * n + k, url="http://ls", stage="translation", lang="ar", item_id=item,
+                    proposal_id=w["proposal_id"], task_id=n, decision=decision, final_text=w["text"], comment="",
+                    reviewer=who, cancelled=False, lead_time_s=1.0, edit_distance=0, created_at=ts, updated_at=ts))
+        acc = words[pair["acceptable_id"]]
+        conn.execute(t.proposals.update().where(t.proposals.c.id == acc["proposal_id"]).values(text="مسودة"))
+        conn.execute(t.reviews.update().where(t.reviews.c.id == acc["review_id"]).values(decision="corrected"))
+    publish(demo_ws, PublishRequest(target=tmp_path / "r", version="1.0.0"))
+    ar = {r["pair_id"]: r for r in releases.load(tmp_path / "r", "1.0.0", "ar")}
+    assert ar[pair["id"]]["n_reviewers"] == 2 and ar[pair["id"]]["corrected"] is True
+    uses_acc = {p for p, r in ar.items() if r["acceptable_concept"] == acc["text"] or r["unacceptable_concept"] == acc["text"]}
+    assert {p for p, r in ar.items() if r["corrected"]} == uses_acc
+    assert {r["n_reviewers"] for p, r in ar.items() if p != pair["id"]} == {1}
+    card = (tmp_path / "r" / "README.md").read_text()
+    row = next(line for line in card.splitlines() if line.startswith("| ar | 104 |"))
+    assert f"| {len(uses_acc)} | 1 | 3 | 3, " in row  # corrected rows, min curators, curators, agreement on 3 items
+    cr = json.loads((tmp_path / "r" / "croissant.json").read_text())
+    assert "ar: 3 items reviewed by two or more curators" in cr["rai:dataAnnotationAnalysis"]

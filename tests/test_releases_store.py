@@ -19,7 +19,7 @@ from builder.releases.publish import PublishRequest, publish
 from builder.releases.store import ReleaseStore, sha256
 from builder.releases.verify import verify
 
-from release_fixtures import demo_template, demo_ws, offline_datasets  # noqa: F401
+pytest_plugins = ["release_fixtures"]
 
 SECRET = "hf_SeCrEt0123456789abcdef"
 ROOT = Path(__file__).resolve().parents[1]
@@ -159,3 +159,15 @@ def test_hub_in_offline_mode_or_without_a_token_is_a_clear_error_and_writes_noth
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
     with pytest.raises(HubError, match="Hub listing tags failed: OfflineModeIsEnabled"):
         upload(ReleaseStore(target), "1.0.0", "org/xcomps", huggingface_hub.HfApi(token=SECRET))
+
+
+def test_a_folder_with_other_content_or_a_foreign_repository_is_never_used_as_a_store(demo_ws, tmp_path):
+    foreign = tmp_path / "project"
+    foreign.mkdir()
+    (foreign / "notes.txt").write_text("mine")
+    with pytest.raises(Exception, match="exists and is not a release store"):
+        publish(demo_ws, PublishRequest(target=foreign, version="1.0.0"))
+    subprocess.run(["git", "init", "-q", str(foreign)], check=True)
+    with pytest.raises(Exception, match="is a git repository but not a release store"):
+        publish(demo_ws, PublishRequest(target=foreign, version="1.0.0"))
+    assert (foreign / "notes.txt").read_text() == "mine" and not ReleaseStore(foreign).versions()

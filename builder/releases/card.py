@@ -12,7 +12,13 @@ from huggingface_hub import DatasetCard, DatasetCardData
 from builder.languages import registry
 from builder.paths import data_dir
 from builder.records import NEGATIVE_TYPES
-from builder.releases.features import COLUMN_DOCS, M2C_FEATURES, PAIR_FEATURES, features_for, is_m2c
+from builder.releases.features import (
+    COLUMN_DOCS,
+    M2C_FEATURES,
+    PAIR_FEATURES,
+    features_for,
+    is_m2c,
+)
 from builder.releases.stats import ReleaseStats
 
 _SIZES = ((1_000, "n<1K"), (10_000, "1K<n<10K"), (100_000, "10K<n<100K"), (1_000_000, "100K<n<1M"), (10_000_000, "1M<n<10M"))

@@ -178,10 +178,6 @@ _IDENTITY = {False: ("property_en", "acceptable_concept_en", "unacceptable_conce
              True: ("lang", "template_id", "context", "question")}
 
 
-def identity_columns(config: str) -> tuple[str, ...]:
-    return _IDENTITY[config.startswith("m2c_")]
-
-
 def _stable(configs: dict[str, ConfigRows], previous: dict[str, pa.Table] | None, parent: str | None) -> CheckResult:
     if not previous:
         return CheckResult(name="stable ids", ok=True, summary="first release: nothing to compare with")
@@ -190,7 +186,7 @@ def _stable(configs: dict[str, ConfigRows], previous: dict[str, pa.Table] | None
         old = previous.get(name)
         if old is None:
             continue
-        cols = identity_columns(name)
+        cols = _IDENTITY[c.is_m2c]
         id_col = "test_id" if c.is_m2c else "pair_id"
         before = {r[id_col]: tuple(r[k] for k in cols) for r in old.select([id_col, *cols]).to_pylist()}
         by_key = {v: k for k, v in before.items()}

@@ -7,7 +7,6 @@ from datasets import ClassLabel, Features, List, Value
 from builder.records import NEGATIVE_TYPES
 
 M2C_PREFIX = "m2c_"
-REVIEW_STATUSES = ("verified", "waived", "source")
 
 PAIR_FEATURES = Features({
     "pair_id": Value("string"),

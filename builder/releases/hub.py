@@ -50,7 +50,11 @@ def _call(what: str, fn, *args, **kwargs):
 
 
 def hub_versions(api, repo_id: str) -> list[str]:
-    from huggingface_hub.errors import HfHubHTTPError, OfflineModeIsEnabled, RepositoryNotFoundError
+    from huggingface_hub.errors import (
+        HfHubHTTPError,
+        OfflineModeIsEnabled,
+        RepositoryNotFoundError,
+    )
 
     try:
         refs = api.list_repo_refs(repo_id, repo_type="dataset")

@@ -12,10 +12,10 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from builder.paths import data_dir
 from builder.releases import card as card_mod
 from builder.releases.croissant import croissant
 from builder.releases.stats import ReleaseStats
-from builder.paths import data_dir
 from builder.releases.store import MANIFEST, sha256
 
 

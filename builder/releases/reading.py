@@ -72,7 +72,11 @@ class HubSource:
     def versions(self) -> list[str]:
         from huggingface_hub import HfApi
 
-        refs = HfApi().list_repo_refs(self.repo_id, repo_type="dataset")
+        try:
+            refs = HfApi().list_repo_refs(self.repo_id, repo_type="dataset")
+        except Exception as exc:  # noqa: BLE001 - offline, unknown repository, no access: one clear message
+            raise ReleaseNotFound(f"{self.repo_id} is not a local release store, and the Hub dataset of that name "
+                                  f"could not be read ({type(exc).__name__})") from None
         return V.ordered([v for v in (V.from_tag(t.name) for t in refs.tags) if v])
 
     def resolve(self, version: str) -> str:
@@ -95,7 +99,7 @@ class HubSource:
 
 
 def open_source(source: str | Path) -> LocalSource | HubSource:
-    """A local store (an existing folder) or a Hub id `ORG/NAME` (anything else is an error)."""
+    """A local store (an existing folder) or, given as a string, a Hub id `ORG/NAME`."""
     path = Path(source)
     if path.exists():
         return LocalSource(path)

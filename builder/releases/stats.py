@@ -80,7 +80,9 @@ def _agreement(ws: Workspace, lang: str) -> Agreement | None:
     n = ws.rows(select(func.count()).select_from(ra).where(ra.c.lang == lang))[0]
     if not list(n.values())[0]:
         return None
-    from annotation.agreement import agreement  # Label Studio's client loads only when there are annotations
+    from annotation.agreement import (
+        agreement,  # Label Studio's client loads only when there are annotations
+    )
     from annotation.review import opinions
 
     ops = opinions(ws, lang)["translation"]

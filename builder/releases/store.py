@@ -106,13 +106,6 @@ class ReleaseStore:
             pos = header_end + 1 + size + 1
         return out
 
-    def tag_info(self, version: str) -> dict:
-        fmt = "%(objectname)%00%(*objectname)%00%(taggerdate:iso-strict)%00%(contents:subject)"
-        out = _git(self.root, "for-each-ref", f"--format={fmt}", f"refs/tags/{V.tag(version)}").decode().rstrip("\n")
-        tag_id, commit, date, subject = out.split("\0")
-        return {"version": version, "tag": V.tag(version), "tag_object": tag_id, "commit": commit, "tagged_at": date,
-                "subject": subject}
-
     def export(self, version: str, dest: Path) -> Path:
         """Write a version's files into `dest` (which must not exist yet)."""
         files = self.files(version)
@@ -126,13 +119,22 @@ class ReleaseStore:
     # -- publishing ----------------------------------------------------------------------------
 
     def init(self) -> None:
-        """Create the repository (idempotent). Parquet is already compressed: loose objects use zlib level 1."""
+        """Create the repository (idempotent), marked as ours: publishing resets and cleans its working tree,
+        so a folder with other content, or someone else's repository, is refused. Parquet is already
+        compressed, so loose objects use zlib level 1."""
         if self.exists():
+            marked = subprocess.run(["git", "-C", str(self.root), "config", "--local", "builder.releasestore"],
+                                    capture_output=True, text=True).stdout.strip()
+            if marked != "true":
+                raise StoreError(f"{self.root} is a git repository but not a release store; choose another --to")
             return
+        if self.root.exists() and any(self.root.iterdir()):
+            raise StoreError(f"{self.root} exists and is not a release store; choose an empty or new folder for --to")
         self.root.mkdir(parents=True, exist_ok=True)
         _git(self.root, "init", "-q", "-b", BRANCH)
         for key, value in (("user.name", "builder publish"), ("user.email", "builder@localhost"),
-                           ("core.looseCompression", "1"), ("core.autocrlf", "false"), ("gc.auto", "0")):
+                           ("core.looseCompression", "1"), ("core.autocrlf", "false"), ("gc.auto", "0"),
+                           ("builder.releasestore", "true")):
             _git(self.root, "config", key, value)
 
     @contextmanager
