@@ -361,6 +361,7 @@ def test_export_lm_eval_writes_one_multiple_choice_task_per_language(demo_ws, se
     assert group["group"] == "xcomps" and group["task"] == [f"xcomps_{c}" for c in releases.configs(target, "1.0.0")]
     task = yaml.safe_load((out / "xcomps_de.yaml").read_text())
     assert task["output_type"] == "multiple_choice" and task["doc_to_target"] == 0 and task["test_split"] == "test"
+    assert task["doc_to_text"] == "" and task["target_delimiter"] == ""
     assert task["metadata"]["dataset_version"] == "1.0.0"
     rows = datasets.load_dataset(task["dataset_path"], split="test", **task["dataset_kwargs"])
     v1 = releases.load(target, "1.0.0", "de")

@@ -1,5 +1,7 @@
 """lm-evaluation-harness task files for one version: a task per language, multiple choice between
-the acceptable (gold, index 0) and the unacceptable sentence with an empty context, like BLiMP.
+the acceptable (gold, index 0) and the unacceptable sentence with an empty context, like BLiMP,
+but with no delimiter before the sentence (BLiMP's default space would prefix every Chinese or
+Japanese sentence with a space it never has).
 
 For a local store the version's parquet files are copied next to the task files and named by
 absolute path, so the tasks keep reading exactly that version; for the Hub they name the tag.
@@ -24,6 +26,7 @@ TASK_TEMPLATE = {
     "doc_to_text": "",
     "doc_to_target": 0,
     "doc_to_choice": "{{[acceptable_sentence, unacceptable_sentence]}}",
+    "target_delimiter": "",  # the sentence exactly as released: no space before it, in every script
     "num_fewshot": 0,
     "metric_list": [{"metric": "acc", "aggregation": "mean", "higher_is_better": True}],
 }
