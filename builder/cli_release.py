@@ -55,6 +55,8 @@ def publish(
     )
     from builder.releases.publish import publish as run
 
+    if bump not in (None, "major", "minor", "patch"):
+        _fail(f"--bump must be major, minor or patch, not {bump!r}")
     try:
         ws = open_workspace(workspace or default_dir())
         req = PublishRequest(target=to or default_target(ws), version=version, bump=bump, hub=hub, dry_run=dry_run,
