@@ -238,6 +238,7 @@ def opinions(ws: Workspace, lang: str) -> dict[str, dict[str, list[dict]]]:
     """stage -> item -> each curator's latest decided annotation on the item's latest proposal."""
     latest = latest_proposals(ws, lang)
     anns = ws.rows(select(t.review_annotations).where(t.review_annotations.c.lang == lang,
+                                                      t.review_annotations.c.stage.in_(("translation", "adjudication")),
                                                       t.review_annotations.c.cancelled.is_(False),
                                                       t.review_annotations.c.decision.is_not(None))
                    .order_by(t.review_annotations.c.updated_at))

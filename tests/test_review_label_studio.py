@@ -14,6 +14,8 @@ from annotation.sentences import rejected_pairs
 from builder.generate import generate, regenerate
 from builder.languages import registry
 from builder.llm.client import LLMClient
+from builder.releases import load
+from builder.releases.publish import PublishRequest, publish
 from builder.selection import Scope
 from builder.sentence_reviews import decisions
 from builder.translate import repropose, translate
@@ -266,6 +268,13 @@ def test_sentence_pairs_accept_fix_reject_then_regenerated_and_reviewed_again(sa
     assert got[fix_id].acceptable == tasks[fix_id].data["draft_acceptable"]
     status = {(r["stage"], r["lang"]): r for r in review_status(ws)}[("sentences", "de")]
     assert (status["pending"], status["accept"], status["fix"], status["reject"], status["skipped"]) == (n - 3, 1, 1, 1, 1)
+    # A release takes the fixed sentences as fixed and holds the rejected pair back.
+    res = publish(ws, PublishRequest(target=ws.directory / "releases", version="0.1.0", langs=["de"],
+                                     exclude_unverified=True))
+    rows = {r["pair_id"]: r for r in load(ws.directory / "releases", "0.1.0", "de")}
+    assert reject_id not in rows and len(rows) == n - 1 and res.counts
+    assert rows[fix_id]["unacceptable_sentence"] == got[fix_id].unacceptable and rows[fix_id]["corrected"]
+    assert rows[accept_id]["acceptable_sentence"] == got[accept_id].acceptable
     # Rejected pairs go back to generation with the comment; the rewrite is reviewed again in place.
     assert rejected_pairs(ws, "de") == {reject_id: "the property reads as a question"}
     c = LLMClient(ws, settings_for(server))

@@ -17,7 +17,7 @@ from sqlalchemy import (
     UniqueConstraint,
 )
 
-SCHEMA_VERSION = 3  # 2: review projects and annotations (Label Studio); 3: sentence_reviews, m2c_tests, lexicon_forms
+SCHEMA_VERSION = 3  # 2: review projects and annotations (Label Studio); 3: sentence_reviews, m2c_tests, lexicon_forms, release_waivers
 
 metadata = MetaData()
 
@@ -268,4 +268,15 @@ lexicon_forms = Table(  # M2C inflection tables: one form per lemma and feature 
     Column("verified_at", DateTime(timezone=True)),
     Column("created_at", DateTime(timezone=True), nullable=False),
     UniqueConstraint("lang", "lemma", "pos", "features"),
+)
+
+release_waivers = Table(
+    "release_waivers",
+    metadata,
+    Column("kind", String(8), primary_key=True),  # "pair" (a minimal pair in one language) or "m2c" (an M2C test)
+    Column("item_id", String(40), primary_key=True),  # pair id or M2C test id
+    Column("lang", String(8), primary_key=True),
+    Column("reason", Text, nullable=False),
+    Column("waived_by", Text, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
 )

@@ -1,0 +1,45 @@
+"""Fixtures for release tests: a demo workspace built once by the real stages, copied per test.
+
+The session template runs `builder demo` (translation and generation replayed from the bundled
+recording, proposals accepted by `builder.verify.accept`), so every row a release holds comes from
+the same stages a maintainer runs.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import datasets
+import pytest
+from rich.console import Console
+
+from builder.demo import run_demo
+from builder.llm.config import LLMSettings
+from builder.workspace.store import open_workspace
+
+
+@pytest.fixture(scope="session")
+def demo_template(tmp_path_factory) -> Path:
+    directory = tmp_path_factory.mktemp("demo") / "ws"
+    run_demo(directory, Console(quiet=True), LLMSettings.from_env())
+    return directory
+
+
+@pytest.fixture
+def demo_ws(demo_template, tmp_path):
+    directory = tmp_path / "ws"
+    shutil.copytree(demo_template, directory)
+    ws = open_workspace(directory)
+    yield ws
+    ws.close()
+
+
+@pytest.fixture(autouse=True)
+def offline_datasets(tmp_path, monkeypatch):
+    """No network, and a `datasets` cache of this test's own."""
+    monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", True)
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_OFFLINE", True)
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", tmp_path / "hf-cache")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_DATASETS_CACHE", str(tmp_path / "hf-cache"))
