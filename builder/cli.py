@@ -12,6 +12,7 @@ from rich.table import Table
 
 from builder import languages as languages_mod
 from builder.cli_eval import eval_app
+from builder.cli_release import publish as publish_cmd, releases_app
 from builder.workspace.store import default_dir, init_workspace, open_workspace
 
 app = typer.Typer(help="Build, review and release multilingual benchmarks with a human-LLM loop.", no_args_is_help=True)
@@ -24,6 +25,8 @@ app.add_typer(language_app, name="language")
 app.add_typer(seeds_app, name="seeds")
 app.add_typer(llm_app, name="llm")
 app.add_typer(eval_app, name="eval")
+app.add_typer(releases_app, name="releases")
+app.command("publish")(publish_cmd)
 
 out = Console(soft_wrap=True)
 err = Console(stderr=True, soft_wrap=True)

@@ -17,7 +17,7 @@ from sqlalchemy import (
     UniqueConstraint,
 )
 
-SCHEMA_VERSION = 2  # 2: review projects and annotations (Label Studio)
+SCHEMA_VERSION = 3  # 2: review projects and annotations (Label Studio); 3: m2c_tests (m2c), release_waivers (release)
 
 metadata = MetaData()
 
@@ -217,4 +217,32 @@ review_annotations = Table(
     Column("edit_distance", Integer),
     Column("created_at", DateTime(timezone=True), nullable=False),
     Column("updated_at", DateTime(timezone=True), nullable=False),
+)
+
+m2c_tests = Table(
+    "m2c_tests",
+    metadata,
+    Column("test_id", String(40), primary_key=True),  # stable: hash of lang, template id, rendered text
+    Column("lang", String(8), nullable=False, index=True),
+    Column("capability", String(32), nullable=False),   # negation, numerals, spatial, temporal, comparatives, or a language feature
+    Column("template_id", Text, nullable=False),        # e.g. "de/negation#0"
+    Column("context", Text, nullable=False),
+    Column("question", Text, nullable=False),
+    Column("answer", Text, nullable=False),
+    Column("alternatives", JSON, nullable=False),       # list[str] other accepted answers
+    Column("answer_forms", JSON, nullable=False),       # list[str] other inflected forms of the gold lexeme (morphological-error detection)
+    Column("fills", JSON, nullable=False),              # {placeholder: {"lemma":…, "form":…, "features":{…}}}
+    Column("verified", Boolean, nullable=False),        # every lexicon fill it uses was verified by a curator (inline template values count as verified)
+    Column("created_at", DateTime(timezone=True), nullable=False),
+)
+
+release_waivers = Table(
+    "release_waivers",
+    metadata,
+    Column("kind", String(8), primary_key=True),  # "pair" (a minimal pair in one language) or "m2c" (an M2C test)
+    Column("item_id", String(40), primary_key=True),  # pair id or M2C test id
+    Column("lang", String(8), primary_key=True),
+    Column("reason", Text, nullable=False),
+    Column("waived_by", Text, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
 )

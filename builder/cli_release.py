@@ -1,0 +1,178 @@
+"""`builder publish` and `builder releases …`: a thin CLI over `builder.releases`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from builder.workspace.store import default_dir, open_workspace
+
+releases_app = typer.Typer(help="Published releases: list, diff, verify, export; waivers for the release checks.",
+                           no_args_is_help=True)
+out = Console(soft_wrap=True)
+err = Console(stderr=True, soft_wrap=True)
+
+WorkspaceOpt = typer.Option(None, "--workspace", "-w", envvar="BUILDER_WORKSPACE", help="Workspace folder [default: ./workspace]")
+SourceOpt = typer.Option(None, "--from", help="Release store folder or Hub id ORG/NAME [default: <workspace>/releases]")
+
+
+def _fail(exc: Exception | str) -> None:
+    err.print("[red]error:[/red] ", end="", highlight=False)
+    err.print(str(exc), highlight=False, markup=False)
+    raise typer.Exit(1)
+
+
+def _source(source: Optional[str], workspace: Optional[Path]) -> str:
+    return source or str(Path(workspace or default_dir()) / "releases")
+
+
+def publish(
+    version: Optional[str] = typer.Option(None, "--version", help="The new version, X.Y.Z"),
+    bump: Optional[str] = typer.Option(None, "--bump", help="Or bump the latest version: major | minor | patch"),
+    to: Optional[Path] = typer.Option(None, "--to", help="Release store (a git repository) [default: <workspace>/releases]"),
+    hub: Optional[str] = typer.Option(None, "--hub", help="Also upload to this Hub dataset ORG/NAME (token from HF_TOKEN)"),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Run the checks and show what would be released; write nothing"),
+    require_complete: bool = typer.Option(False, "--require-complete", help="Fail unless every language has every pair"),
+    exclude_unverified: bool = typer.Option(False, "--exclude-unverified", help="Leave unverified, unwaived items out instead of failing"),
+    lang: Optional[str] = typer.Option(None, "--lang", "-l", help="Only these languages, comma-separated [default: all with data]"),
+    message: str = typer.Option("", "--message", "-m", help="Release notes for the changelog"),
+    name: Optional[str] = typer.Option(None, "--name", help="Pretty name in the card [default: XCOMPS]"),
+    license: Optional[str] = typer.Option(None, "--license", help="License id for the card [default: cc-by-4.0]"),
+    workspace: Optional[Path] = WorkspaceOpt,
+) -> None:
+    """Publish reviewed data as a new immutable version (checks first; nothing is written if they fail)."""
+    from builder.releases.publish import DEFAULT_LICENSE, DEFAULT_NAME, PublishRequest, default_target, publish as run
+
+    try:
+        ws = open_workspace(workspace or default_dir())
+        req = PublishRequest(target=to or default_target(ws), version=version, bump=bump, hub=hub, dry_run=dry_run,
+                             require_complete=require_complete, exclude_unverified=exclude_unverified,
+                             langs=[c.strip() for c in lang.split(",") if c.strip()] if lang else None, notes=message,
+                             pretty_name=name or DEFAULT_NAME, license=license or DEFAULT_LICENSE)
+        result = run(ws, req)
+    except Exception as exc:  # noqa: BLE001 - every failure is one clear message and exit 1
+        _fail(exc)
+    out.print(result.report.render(), highlight=False, markup=False)
+    rows = ", ".join(f"{c} {n}" for c, n in result.counts.items())
+    change = "; ".join(f"{c}: +{d['added']} -{d['removed']} ~{d['changed']}" for c, d in result.changes.items())
+    parent = f" (after {result.parent})" if result.parent else " (first release)"
+    if result.dry_run:
+        out.print(f"dry run: would publish {result.version}{parent} to {req.target}: {rows}", highlight=False)
+        out.print(f"changes: {change or 'none' if result.parent else 'all new'}; nothing was written", highlight=False)
+        return
+    out.print(f"published {result.version}{parent} at {result.path} (tag v{result.version}, commit {result.commit[:12]}): {rows}",
+              highlight=False)
+    if result.parent:
+        out.print(f"changes: {change or 'none'}", highlight=False)
+    if result.hub_url:
+        out.print(f"uploaded to {result.hub_url}", highlight=False)
+
+
+@releases_app.command("list")
+def list_cmd(source: Optional[str] = SourceOpt, workspace: Optional[Path] = WorkspaceOpt,
+             as_json: bool = typer.Option(False, "--json")) -> None:
+    """Published versions, newest first, with their time, parent and row counts."""
+    from builder.releases.reading import open_source
+
+    try:
+        src = open_source(_source(source, workspace))
+        entries = [src.manifest(v) for v in reversed(src.versions())]
+    except Exception as exc:  # noqa: BLE001
+        _fail(exc)
+    if as_json:
+        print(json.dumps([{k: m[k] for k in ("version", "parent", "created_at", "counts", "code_version")} for m in entries],
+                         ensure_ascii=False, indent=1))
+        return
+    table = Table(title=str(src.name))
+    for col in ("version", "parent", "created", "rows", "configs"):
+        table.add_column(col)
+    for m in entries:
+        table.add_row(m["version"], m["parent"] or "—", m["created_at"], str(sum(m["counts"].values())), ", ".join(m["configs"]))
+    out.print(table)
+
+
+@releases_app.command("diff")
+def diff_cmd(a: str, b: str, source: Optional[str] = SourceOpt, workspace: Optional[Path] = WorkspaceOpt,
+             lang: Optional[str] = typer.Option(None, "--lang", "-l", help="Only these configs, comma-separated"),
+             as_json: bool = typer.Option(False, "--json")) -> None:
+    """Item by item, per language: what version B added, removed and changed since A (before → after)."""
+    from builder.releases.diff import diff
+
+    try:
+        d = diff(_source(source, workspace), a, b, configs=[c.strip() for c in lang.split(",")] if lang else None)
+    except Exception as exc:  # noqa: BLE001
+        _fail(exc)
+    if as_json:
+        print(d.model_dump_json(indent=1))
+    else:
+        out.print(d.render(), highlight=False, markup=False)
+
+
+@releases_app.command("verify")
+def verify_cmd(version: Optional[str] = typer.Argument(None, help="One version [default: all, and the checked-out folder]"),
+               source: Optional[Path] = typer.Option(None, "--from", help="Release store [default: <workspace>/releases]"),
+               workspace: Optional[Path] = WorkspaceOpt) -> None:
+    """Check every file against the sha256 in its version's release.json."""
+    from builder.releases.verify import verify
+
+    try:
+        report = verify(_source(str(source) if source else None, workspace), version)
+    except Exception as exc:  # noqa: BLE001
+        _fail(exc)
+    if not report.ok:
+        for p in report.problems:
+            err.print(p, highlight=False, markup=False)
+        _fail(f"{len(report.problems)} problem(s) in {', '.join(report.versions)}")
+    out.print(f"ok: {report.files} file(s) in version(s) {', '.join(report.versions)} match their checksums")
+
+
+@releases_app.command("export-lm-eval")
+def export_lm_eval_cmd(version: str, out_dir: Optional[Path] = typer.Option(None, "--out", help="[default: ./lm-eval-VERSION]"),
+                       prefix: str = typer.Option("xcomps", help="Task name prefix"),
+                       source: Optional[str] = SourceOpt, workspace: Optional[Path] = WorkspaceOpt) -> None:
+    """Write lm-evaluation-harness task files: one multiple-choice task per language, and a group."""
+    from builder.releases.lmeval import export_lm_eval
+
+    try:
+        paths = export_lm_eval(_source(source, workspace), version, out_dir or Path(f"lm-eval-{version}"), prefix=prefix)
+    except Exception as exc:  # noqa: BLE001
+        _fail(exc)
+    out.print(f"wrote {len(paths)} task file(s) to {paths[0].parent}; run with "
+              f"`lm_eval --include_path {paths[0].parent} --tasks {prefix} …`", highlight=False)
+
+
+@releases_app.command("waive")
+def waive_cmd(item: str, lang: str = typer.Option(..., "--lang", "-l"), reason: str = typer.Option(..., "--reason"),
+              by: str = typer.Option(..., "--by", envvar="BUILDER_REVIEWER", help="Who waives it"),
+              m2c: bool = typer.Option(False, "--m2c", help="ITEM is an M2C test id (default: a pair id)"),
+              workspace: Optional[Path] = WorkspaceOpt) -> None:
+    """Let an unverified item be released, with the reason recorded (shown as review_status 'waived')."""
+    from builder.releases.waivers import waive
+
+    try:
+        waive(open_workspace(workspace or default_dir()), "m2c" if m2c else "pair", item, lang, reason=reason, by=by)
+    except Exception as exc:  # noqa: BLE001
+        _fail(exc)
+    out.print(f"waived {item} in {lang}")
+
+
+@releases_app.command("waivers")
+def waivers_cmd(workspace: Optional[Path] = WorkspaceOpt) -> None:
+    """The recorded waivers."""
+    from builder.releases.waivers import list_waivers
+
+    try:
+        rows = list_waivers(open_workspace(workspace or default_dir()))
+    except Exception as exc:  # noqa: BLE001
+        _fail(exc)
+    table = Table()
+    for col in ("lang", "kind", "item", "reason", "by", "when"):
+        table.add_column(col)
+    for r in rows:
+        table.add_row(r["lang"], r["kind"], r["item_id"], r["reason"], r["waived_by"], str(r["created_at"]))
+    out.print(table)

@@ -1,0 +1,117 @@
+"""Reading releases by version: the loader evaluation uses, from a local store or the Hub.
+
+A local version is read from its git tag's objects (checked against the manifest's sha256) and
+turned into a `datasets.Dataset` in memory, so the `datasets` cache, which keys local folders by
+name rather than content, can never hand back another version's rows.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import datasets
+import pyarrow as pa
+import pyarrow.parquet as pq
+from datasets.table import InMemoryTable
+
+from builder.releases import versions as V
+from builder.releases.store import MANIFEST, ReleaseStore, StoreError, sha256
+
+_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+
+
+class ReleaseNotFound(StoreError):
+    pass
+
+
+class LocalSource:
+    def __init__(self, root: Path) -> None:
+        self.store = ReleaseStore(root)
+        self.store.require()
+        self.name = str(self.store.root)
+
+    def versions(self) -> list[str]:
+        return self.store.versions()
+
+    def resolve(self, version: str) -> str:
+        return self.store.resolve(version)
+
+    def manifest(self, version: str) -> dict:
+        v = self.resolve(version)
+        return json.loads(self.store.read(v, [MANIFEST])[MANIFEST])
+
+    def read_table(self, version: str, config: str) -> pa.Table:
+        v = self.resolve(version)
+        man = self.manifest(v)
+        if config not in man["configs"]:
+            raise ReleaseNotFound(f"version {v} of {self.name} has no config {config!r}; configs: {', '.join(man['configs'])}")
+        paths = sorted(p for p in man["files"] if p.startswith(f"data/{config}/"))
+        blobs = self.store.read(v, paths)
+        tables = []
+        for p in paths:
+            if sha256(blobs[p]) != man["files"][p]:
+                raise StoreError(f"{p} in version {v} of {self.name} does not match its checksum in {MANIFEST}")
+            tables.append(pq.read_table(pa.BufferReader(blobs[p])))
+        return pa.concat_tables(tables)
+
+    def load(self, version: str, config: str) -> datasets.Dataset:
+        table = self.read_table(version, config)
+        info = datasets.DatasetInfo(features=datasets.Features.from_arrow_schema(table.schema), config_name=config,
+                                    version=self.resolve(version))
+        return datasets.Dataset(InMemoryTable(table), info=info, split=datasets.Split.TEST)
+
+
+class HubSource:
+    """A dataset repository on the Hub whose tags are the versions (needs the network)."""
+
+    def __init__(self, repo_id: str) -> None:
+        self.name = self.repo_id = repo_id
+
+    def versions(self) -> list[str]:
+        from huggingface_hub import HfApi
+
+        refs = HfApi().list_repo_refs(self.repo_id, repo_type="dataset")
+        return V.ordered([v for v in (V.from_tag(t.name) for t in refs.tags) if v])
+
+    def resolve(self, version: str) -> str:
+        if version != "latest":
+            V.parse(version)
+            return version
+        published = self.versions()
+        if not published:
+            raise ReleaseNotFound(f"{self.repo_id} has no release tag")
+        return published[-1]
+
+    def manifest(self, version: str) -> dict:
+        from huggingface_hub import hf_hub_download
+
+        path = hf_hub_download(self.repo_id, MANIFEST, repo_type="dataset", revision=V.tag(self.resolve(version)))
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+
+    def load(self, version: str, config: str) -> datasets.Dataset:
+        return datasets.load_dataset(self.repo_id, config, split="test", revision=V.tag(self.resolve(version)))
+
+
+def open_source(source: str | Path) -> LocalSource | HubSource:
+    """A local store (an existing folder) or a Hub id `ORG/NAME` (anything else is an error)."""
+    path = Path(source)
+    if path.exists():
+        return LocalSource(path)
+    if isinstance(source, str) and _HUB_ID.match(source):
+        return HubSource(source)
+    raise ReleaseNotFound(f"no release store at {source} (a local folder, or a Hub dataset id ORG/NAME)")
+
+
+def load(source: str | Path, version: str, config: str) -> datasets.Dataset:
+    """Exactly that version's rows of one config (split "test"), whatever the `datasets` cache holds."""
+    return open_source(source).load(version, config)
+
+
+def manifest(source: str | Path, version: str) -> dict:
+    return open_source(source).manifest(version)
+
+
+def configs(source: str | Path, version: str) -> list[str]:
+    return list(manifest(source, version)["configs"])

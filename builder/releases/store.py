@@ -1,0 +1,205 @@
+"""The local release store: a git repository with one annotated tag `vX.Y.Z` per version.
+
+Publishing is atomic. The release is built in a temporary folder beside the store, committed with
+a private index (objects only: no ref, no working-tree change), its blobs are checked against the
+manifest, and only then is the tag created: that single ref update is the moment the version comes
+into being. A crash before it leaves unreferenced objects and a stale build folder, which the next
+publish removes; a crash after it leaves the version complete. The branch `main` and the working tree
+are a convenience view of the latest version and are re-synchronised at the start of every publish.
+Versions are read from the tags' trees, never from the working tree.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from filelock import FileLock
+
+from builder.releases import versions as V
+
+BRANCH = "main"
+MANIFEST = "release.json"
+
+
+class StoreError(RuntimeError):
+    """The release store is missing, damaged, or git failed."""
+
+
+def sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _git(cwd: Path, *args: str, input: bytes | None = None, env: dict | None = None) -> bytes:
+    proc = subprocess.run(["git", "-C", str(cwd), *args], input=input, capture_output=True,
+                          env={**os.environ, **(env or {})})
+    if proc.returncode != 0:
+        raise StoreError(f"git {' '.join(args[:2])} failed in {cwd}: {proc.stderr.decode(errors='replace').strip()}")
+    return proc.stdout
+
+
+class ReleaseStore:
+    def __init__(self, root: Path | str) -> None:
+        self.root = Path(root).absolute()
+
+    # -- reading -----------------------------------------------------------------------------
+
+    def exists(self) -> bool:
+        return (self.root / ".git").is_dir()
+
+    def require(self) -> None:
+        if not self.exists():
+            raise StoreError(f"no release store at {self.root} (publish a version there first)")
+
+    def versions(self) -> list[str]:
+        """Published versions, oldest first (none when the store does not exist yet)."""
+        if not self.exists():
+            return []
+        names = _git(self.root, "tag", "--list", "v*").decode().split()
+        return V.ordered([v for v in map(V.from_tag, names) if v])
+
+    def latest(self) -> str | None:
+        vs = self.versions()
+        return vs[-1] if vs else None
+
+    def resolve(self, version: str) -> str:
+        """'latest' or X.Y.Z → a published version, or a clear error listing what exists."""
+        self.require()
+        published = self.versions()
+        if version == "latest":
+            if not published:
+                raise StoreError(f"{self.root} has no published version yet")
+            return published[-1]
+        V.parse(version)
+        if version not in published:
+            raise StoreError(f"version {version} is not published in {self.root}; published: "
+                             f"{', '.join(published) or 'none'}")
+        return version
+
+    def files(self, version: str) -> dict[str, str]:
+        """path -> git blob id of every file in the version."""
+        out = {}
+        for entry in _git(self.root, "ls-tree", "-r", "-z", V.tag(version)).split(b"\0"):
+            if entry:
+                meta, path = entry.split(b"\t", 1)
+                out[path.decode()] = meta.split()[2].decode()
+        return out
+
+    def read(self, version: str, paths: list[str]) -> dict[str, bytes]:
+        """The contents of files of a version, read from git objects in one batch."""
+        spec = "".join(f"{V.tag(version)}:{p}\n" for p in paths).encode()
+        raw = _git(self.root, "cat-file", "--batch", input=spec)
+        out, pos = {}, 0
+        for p in paths:
+            header_end = raw.index(b"\n", pos)
+            header = raw[pos:header_end].split()
+            if header[-1] == b"missing":
+                raise StoreError(f"{p} is not in version {version} of {self.root}")
+            size = int(header[2])
+            out[p] = raw[header_end + 1: header_end + 1 + size]
+            pos = header_end + 1 + size + 1
+        return out
+
+    def tag_info(self, version: str) -> dict:
+        fmt = "%(objectname)%00%(*objectname)%00%(taggerdate:iso-strict)%00%(contents:subject)"
+        out = _git(self.root, "for-each-ref", f"--format={fmt}", f"refs/tags/{V.tag(version)}").decode().rstrip("\n")
+        tag_id, commit, date, subject = out.split("\0")
+        return {"version": version, "tag": V.tag(version), "tag_object": tag_id, "commit": commit, "tagged_at": date,
+                "subject": subject}
+
+    def export(self, version: str, dest: Path) -> Path:
+        """Write a version's files into `dest` (which must not exist yet)."""
+        files = self.files(version)
+        data = self.read(version, sorted(files))
+        dest.mkdir(parents=True)
+        for path, content in data.items():
+            (dest / path).parent.mkdir(parents=True, exist_ok=True)
+            (dest / path).write_bytes(content)
+        return dest
+
+    # -- publishing ----------------------------------------------------------------------------
+
+    def init(self) -> None:
+        """Create the repository (idempotent). Parquet is already compressed: loose objects use zlib level 1."""
+        if self.exists():
+            return
+        self.root.mkdir(parents=True, exist_ok=True)
+        _git(self.root, "init", "-q", "-b", BRANCH)
+        for key, value in (("user.name", "builder publish"), ("user.email", "builder@localhost"),
+                           ("core.looseCompression", "1"), ("core.autocrlf", "false"), ("gc.auto", "0")):
+            _git(self.root, "config", key, value)
+
+    @contextmanager
+    def lock(self) -> Iterator[None]:
+        """One publisher at a time; the OS releases the lock if the process dies."""
+        self.init()
+        with FileLock(str(self.root / ".git" / "builder-publish.lock"), timeout=60):
+            yield
+
+    def _build_prefix(self) -> str:
+        return f".{self.root.name}.build-"
+
+    @contextmanager
+    def build_dir(self) -> Iterator[Path]:
+        """A fresh temporary folder beside the store (same file system), removed afterwards.
+
+        Call under `lock()`: folders left by a publisher that crashed are removed first."""
+        for stale in self.root.parent.glob(self._build_prefix() + "*"):
+            shutil.rmtree(stale, ignore_errors=True)
+        tmp = Path(tempfile.mkdtemp(prefix=self._build_prefix(), dir=self.root.parent))
+        try:
+            yield tmp
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+    def sync_worktree(self) -> None:
+        """Point `main` and the working tree at the latest version (repairs an interrupted publish)."""
+        latest = self.latest()
+        if latest is None:
+            return
+        commit = _git(self.root, "rev-parse", f"{V.tag(latest)}^{{commit}}").decode().strip()
+        _git(self.root, "update-ref", f"refs/heads/{BRANCH}", commit)
+        _git(self.root, "symbolic-ref", "HEAD", f"refs/heads/{BRANCH}")
+        _git(self.root, "reset", "-q", "--hard", commit)
+        _git(self.root, "clean", "-q", "-f", "-d", "-x", "-e", ".git")
+
+    def commit(self, folder: Path, version: str, message: str, index: Path) -> str:
+        """Write `folder` as a commit whose parent is the latest version; returns the commit id.
+
+        Only objects are written: nothing refers to the commit until `tag()`."""
+        env = {"GIT_INDEX_FILE": str(index)}
+        git_dir = ("--git-dir", str(self.root / ".git"), "--work-tree", str(folder))
+        _git(folder, *git_dir, "add", "-A", "--", ".", env=env)
+        tree = _git(folder, *git_dir, "write-tree", env=env).decode().strip()
+        latest = self.latest()
+        parent = ["-p", _git(self.root, "rev-parse", f"{V.tag(latest)}^{{commit}}").decode().strip()] if latest else []
+        return _git(self.root, "commit-tree", tree, *parent, "-m", message).decode().strip()
+
+    def check_commit(self, commit: str, expected: dict[str, str]) -> None:
+        """Every file of the commit has the sha256 the manifest records, and nothing else is there."""
+        listed = {}
+        for entry in _git(self.root, "ls-tree", "-r", "-z", commit).split(b"\0"):
+            if entry:
+                meta, path = entry.split(b"\t", 1)
+                listed[path.decode()] = meta.split()[2].decode()
+        paths = sorted(set(listed) - {MANIFEST})
+        if set(paths) != set(expected):
+            raise StoreError(f"commit {commit[:12]} holds {sorted(set(paths) ^ set(expected))} unlike its manifest")
+        raw = _git(self.root, "cat-file", "--batch", input="".join(f"{listed[p]}\n" for p in paths).encode())
+        pos = 0
+        for p in paths:
+            header_end = raw.index(b"\n", pos)
+            size = int(raw[pos:header_end].split()[2])
+            if sha256(raw[header_end + 1: header_end + 1 + size]) != expected[p]:
+                raise StoreError(f"{p} in commit {commit[:12]} does not match its checksum")
+            pos = header_end + 1 + size + 1
+
+    def tag(self, commit: str, version: str, message: str) -> None:
+        """Create the annotated tag: the one step that publishes the version (refused if it exists)."""
+        _git(self.root, "tag", "-a", V.tag(version), commit, "-m", message)

@@ -1,0 +1,43 @@
+"""Waivers: a maintainer releases an item that is not verified, with a recorded reason and name."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from sqlalchemy import select
+
+from builder.workspace import schema as t
+from builder.workspace.store import Workspace, now
+
+WaiverKind = Literal["pair", "m2c"]
+
+
+def waivers(ws: Workspace) -> dict[tuple[str, str, str], str]:
+    """(kind, item id, lang) -> reason."""
+    return {(r["kind"], r["item_id"], r["lang"]): r["reason"] for r in ws.rows(select(t.release_waivers))}
+
+
+def waive(ws: Workspace, kind: WaiverKind, item_id: str, lang: str, *, reason: str, by: str) -> None:
+    """Record (or replace) a waiver; the item must exist and the reason and name must be given."""
+    if not reason.strip():
+        raise ValueError("a waiver needs a reason (--reason)")
+    if not by.strip():
+        raise ValueError("a waiver needs the name of who waives it (--by)")
+    if kind == "pair":
+        sp = t.sentence_pairs
+        found = ws.rows(select(sp.c.pair_id).where(sp.c.pair_id == item_id, sp.c.lang == lang))
+    else:
+        m = t.m2c_tests
+        found = ws.rows(select(m.c.test_id).where(m.c.test_id == item_id, m.c.lang == lang))
+    if not found:
+        raise ValueError(f"no {'sentence pair' if kind == 'pair' else 'M2C test'} {item_id} in {lang}")
+    with ws.transaction() as conn:
+        conn.execute(t.release_waivers.delete().where(t.release_waivers.c.kind == kind, t.release_waivers.c.item_id == item_id,
+                                                      t.release_waivers.c.lang == lang))
+        conn.execute(t.release_waivers.insert().values(kind=kind, item_id=item_id, lang=lang, reason=reason.strip(),
+                                                       waived_by=by.strip(), created_at=now()))
+
+
+def list_waivers(ws: Workspace) -> list[dict]:
+    w = t.release_waivers
+    return ws.rows(select(w).order_by(w.c.lang, w.c.kind, w.c.item_id))

@@ -1,0 +1,339 @@
+"""`builder publish` and reading releases: round trip, versions, diff, checks, card and manifest."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections import Counter
+
+import datasets
+import pyarrow.parquet as pq
+import pytest
+import yaml
+from huggingface_hub import DatasetCard
+from jinja2 import Template
+from sqlalchemy import select
+from typer.testing import CliRunner
+
+import builder.releases as releases
+from builder.cli import app
+from builder.records import NEGATIVE_TYPES
+from builder.releases.checks import ReleaseCheckError
+from builder.releases.diff import diff
+from builder.releases.features import PAIR_FEATURES
+from builder.releases.lmeval import export_lm_eval
+from builder.releases.publish import PublishRequest, publish
+from builder.releases.store import ReleaseStore, sha256
+from builder.releases.verify import verify
+from builder.releases.versions import VersionError
+from builder.releases.waivers import waive
+from builder.workspace import schema as t
+from builder.workspace.store import now
+
+from release_fixtures import demo_template, demo_ws, generate_with_standin, offline_datasets, property_outside_demo  # noqa: F401
+
+runner = CliRunner()
+
+
+def cli(*args):
+    return runner.invoke(app, [str(a) for a in args], catch_exceptions=False)
+
+
+def expected_rows(ws, lang: str) -> dict[str, dict]:
+    """The workspace's verified data for one language, read straight from the tables (not via the release code)."""
+    concepts = {r["id"]: r for r in ws.rows(select(t.concepts))}
+    props = {r["id"]: r for r in ws.rows(select(t.properties))}
+    pairs = {r["id"]: r for r in ws.rows(select(t.pairs))}
+    words = {r["item_id"]: r["text"] for r in ws.rows(select(t.verified_words).where(t.verified_words.c.lang == lang))}
+    out = {}
+    for s in ws.rows(select(t.sentence_pairs).where(t.sentence_pairs.c.lang == lang, t.sentence_pairs.c.status == "generated")):
+        p = pairs[s["pair_id"]]
+        out[s["pair_id"]] = {
+            "pair_id": s["pair_id"], "lang": lang, "property_id": p["property_id"], "property": words[p["property_id"]],
+            "property_en": props[p["property_id"]]["english"], "acceptable_concept": words[p["acceptable_id"]],
+            "unacceptable_concept": words[p["unacceptable_id"]],
+            "acceptable_concept_en": concepts[p["acceptable_id"]]["english"],
+            "unacceptable_concept_en": concepts[p["unacceptable_id"]]["english"],
+            "category": concepts[p["acceptable_id"]]["category"],
+            "negative_type": NEGATIVE_TYPES.index(p["negative_type"]), "similarity": p["similarity"],
+            "acceptable_sentence": s["acceptable"], "unacceptable_sentence": s["unacceptable"],
+            "property_span": list(s["spans"]["acceptable_property"]),
+            "review_status": "source" if lang == "en" else "verified", "n_reviewers": 0 if lang == "en" else 1,
+            "corrected": False,
+        }
+    return out
+
+
+def test_round_trip_load_dataset_offline_equals_the_workspace_for_every_config(demo_ws, tmp_path):
+    target = tmp_path / "releases"
+    res = cli("publish", "--version", "1.0.0", "--to", target, "-w", demo_ws.directory, "-m", "first cut")
+    assert res.exit_code == 0, res.output
+    assert "published 1.0.0 (first release)" in res.output
+    langs = ["ar", "de", "en", "ja", "ru", "vi", "zh"]
+    assert releases.configs(target, "1.0.0") == langs
+    for lang in langs:
+        ds = datasets.load_dataset(str(target), lang, split="test")
+        assert ds.features == PAIR_FEATURES
+        assert ds.features["negative_type"].names == list(NEGATIVE_TYPES)
+        got = {r["pair_id"]: r for r in ds}
+        want = expected_rows(demo_ws, lang)
+        assert len(got) == len(want) == 104
+        assert got == want, lang
+        assert releases.load(target, "1.0.0", lang).to_list() == ds.to_list()
+    # Pair ids are shared by all languages.
+    assert len({frozenset(expected_rows(demo_ws, lang)) for lang in langs}) == 1
+
+
+def test_card_manifest_and_croissant_describe_the_release(demo_ws, tmp_path):
+    target = tmp_path / "releases"
+    publish(demo_ws, PublishRequest(target=target, version="1.0.0", notes="first cut"))
+    files = {str(p.relative_to(target)): p.read_bytes() for p in target.rglob("*") if p.is_file() and ".git" not in p.parts}
+    man = releases.manifest(target, "latest")
+    assert json.loads(files["release.json"]) == man
+    assert man["version"] == "1.0.0" and man["parent"] is None and man["created_at"]
+    assert man["files"] == {p: sha256(b) for p, b in files.items() if p != "release.json"}
+    assert man["counts"] == {lang: 104 for lang in ("ar", "de", "en", "ja", "ru", "vi", "zh")}
+    assert man["models"] == [{"model": "sample-recording", "calls": {"generate": 156, "translate": 40}}]
+    assert man["code_version"].startswith("0.1.0")
+    assert all(p.startswith("data/") and "/test-" in p for p in man["files"] if p.endswith(".parquet"))
+
+    card = DatasetCard.load(target / "README.md")
+    data = card.data.to_dict()
+    assert data["license"] == "cc-by-4.0" and data["pretty_name"] == "XCOMPS"
+    assert data["language"] == ["ar", "de", "en", "ja", "ru", "vi", "zh"] and data["multilinguality"] == "multilingual"
+    assert data["size_categories"] == ["n<1K"] and "text-classification" in data["task_categories"]
+    assert set(data["annotations_creators"]) == {"expert-generated", "machine-generated"}
+    assert {c["config_name"] for c in data["configs"]} == set(man["configs"])
+    info = {i["config_name"]: i for i in data["dataset_info"]}
+    assert info["ja"]["splits"] == [{"name": "test", "num_bytes": len(files[next(p for p in man["files"] if p.startswith("data/ja/"))]),
+                                     "num_examples": 104}]
+    negative = next(f for f in info["ja"]["features"] if f["name"] == "negative_type")
+    assert negative["dtype"]["class_label"]["names"] == {"0": "taxonomic", "1": "overlap", "2": "co-occurrence", "3": "random"}
+    body = card.text
+    ja = Counter(r["negative_type"] for r in releases.load(target, "1.0.0", "ja"))
+    assert f"| ja | {ja[0]} | {ja[1]} | {ja[2]} | {ja[3]} | 104 |" in body
+    assert "| ja | 104 | 104 | 0 | 0 | 0 | 1 | 1 | no overlapping reviews |" in body
+    assert "`sample-recording`: generate 156 call(s), translate 40 call(s)" in body
+    for cite in ("misra2023comps", "he2025xcomps", "hlavnova2023m2c", "ohmer2023multisense"):
+        assert cite in body
+    assert "### 1.0.0" in body and "first cut" in body
+
+    cr = json.loads(files["croissant.json"])
+    assert cr["version"] == "1.0.0" and cr["conformsTo"] == "http://mlcommons.org/croissant/1.0"
+    assert {d["contentUrl"]: d["sha256"] for d in cr["distribution"]} == {p: h for p, h in man["files"].items() if p.endswith(".parquet")}
+    assert [f["name"] for f in next(r for r in cr["recordSet"] if r["name"] == "de")["field"]] == list(PAIR_FEATURES)
+    assert cr["rai:dataAnnotationAnalysis"].startswith("100.0% of translated rows verified")
+    assert "sample-recording" in cr["rai:machineAnnotationTools"]
+    assert all(cr[k] for k in ("rai:dataCollection", "rai:dataBiases", "rai:dataLimitations", "rai:dataUseCases",
+                               "rai:personalSensitiveInformation", "rai:annotationsPerItem"))
+
+
+def make_changes(ws, server):
+    """A de sentence corrected, a ja pair flagged, de pairs added for a new property. Returns the ids."""
+    de = ws.rows(select(t.sentence_pairs).where(t.sentence_pairs.c.lang == "de").order_by(t.sentence_pairs.c.pair_id))
+    edited = de[0]
+    new_acc = edited["acceptable"].rstrip(".") + " (korrigiert)."
+    with ws.transaction() as conn:
+        conn.execute(t.sentence_pairs.update().where(t.sentence_pairs.c.pair_id == edited["pair_id"], t.sentence_pairs.c.lang == "de")
+                     .values(acceptable=new_acc, unacceptable=edited["unacceptable"].rstrip(".") + " (korrigiert)."))
+        flagged = ws.rows(select(t.sentence_pairs.c.pair_id).where(t.sentence_pairs.c.lang == "ja").order_by(t.sentence_pairs.c.pair_id))[5]["pair_id"]
+        conn.execute(t.sentence_pairs.update().where(t.sentence_pairs.c.pair_id == flagged, t.sentence_pairs.c.lang == "ja")
+                     .values(status="flagged", reason="a curator found the sentence unnatural"))
+    before = {r["pair_id"] for r in de}
+    generate_with_standin(ws, server, "de", {property_outside_demo(ws)})
+    added = {r["pair_id"] for r in ws.rows(select(t.sentence_pairs.c.pair_id).where(t.sentence_pairs.c.lang == "de"))} - before
+    assert added
+    return edited, new_acc, flagged, added
+
+
+def test_two_versions_load_their_own_rows_and_diff_reports_exactly_the_changes(demo_ws, server, tmp_path):
+    target = tmp_path / "releases"
+    publish(demo_ws, PublishRequest(target=target, version="1.0.0"))
+    v1 = {lang: releases.load(target, "1.0.0", lang).to_list() for lang in ("de", "ja")}
+    # Fill the datasets cache with version 1.0.0 as a user loading the folder would.
+    assert datasets.load_dataset(str(target), "de", split="test").num_rows == 104
+    edited, new_acc, flagged, added = make_changes(demo_ws, server)
+    res = cli("publish", "--bump", "minor", "--to", target, "-w", demo_ws.directory)
+    assert res.exit_code == 0, res.output
+    assert f"de: +{len(added)} -0 ~1" in res.output and "ja: +0 -1 ~0" in res.output
+
+    assert releases.manifest(target, "latest")["version"] == "1.1.0"
+    assert releases.load(target, "1.0.0", "de").to_list() == v1["de"]
+    assert releases.load(target, "1.0.0", "ja").to_list() == v1["ja"]
+    de2 = releases.load(target, "1.1.0", "de")
+    assert de2.num_rows == 104 + len(added)
+    assert {r["pair_id"]: r for r in de2}[edited["pair_id"]]["acceptable_sentence"] == new_acc
+    assert releases.load(target, "latest", "ja").num_rows == 103
+    # The same folder, loaded through the same cache, now gives the new version (no stale cache).
+    assert datasets.load_dataset(str(target), "de", split="test").num_rows == 104 + len(added)
+    assert releases.load(target, "1.0.0", "de").num_rows == 104
+
+    d = diff(target, "1.0.0", "1.1.0")
+    assert {c.config: c.counts() for c in d.configs} == {"de": {"added": len(added), "removed": 0, "changed": 1},
+                                                          "ja": {"added": 0, "removed": 1, "changed": 0}}
+    de_diff = next(c for c in d.configs if c.config == "de")
+    assert {r["pair_id"] for r in de_diff.added} == added
+    assert de_diff.changed[0].id == edited["pair_id"]
+    assert de_diff.changed[0].fields == {"acceptable_sentence": (edited["acceptable"], new_acc),
+                                         "unacceptable_sentence": (edited["unacceptable"], edited["unacceptable"].rstrip(".") + " (korrigiert).")}
+    assert [r["pair_id"] for r in next(c for c in d.configs if c.config == "ja").removed] == [flagged]
+    shown = cli("releases", "diff", "1.0.0", "1.1.0", "--from", target).output
+    assert f"~ {edited['pair_id']} acceptable_sentence: {edited['acceptable']!r} → {new_acc!r}" in shown
+    assert f"- {flagged}:" in shown
+    assert json.loads(cli("releases", "diff", "1.0.0", "1.1.0", "--from", target, "--json").output)["after"] == "1.1.0"
+    listed = json.loads(cli("releases", "list", "--from", target, "--json").output)
+    assert [(e["version"], e["parent"]) for e in listed] == [("1.1.0", "1.0.0"), ("1.0.0", None)]
+    body = DatasetCard.load(target / "README.md").text
+    assert f"`de`: {len(added)} added, 0 removed, 1 changed" in body and "### 1.0.0" in body
+
+
+def test_versions_are_immutable_and_bad_versions_write_nothing(demo_ws, tmp_path):
+    target = tmp_path / "releases"
+    for bad in ("1.0", "v1.0.0", "01.0.0", "1.0.0-rc1", "latest"):
+        res = cli("publish", "--version", bad, "--to", target, "-w", demo_ws.directory)
+        assert res.exit_code == 1 and f"bad version {bad!r}" in res.output
+    assert not target.exists()
+    assert "give exactly one of" in cli("publish", "--to", target, "-w", demo_ws.directory).output
+    publish(demo_ws, PublishRequest(target=target, version="1.0.0"))
+    store = ReleaseStore(target)
+    head = subprocess.run(["git", "-C", str(target), "rev-parse", "HEAD"], capture_output=True, text=True).stdout
+    snapshot = {p: p.read_bytes() for p in target.rglob("*") if p.is_file() and ".git" not in p.parts}
+    with pytest.raises(VersionError, match="1.0.0 is already published"):
+        publish(demo_ws, PublishRequest(target=target, version="1.0.0"))
+    res = cli("publish", "--version", "0.9.0", "--to", target, "-w", demo_ws.directory)
+    assert res.exit_code == 1 and "older than the latest release 1.0.0" in res.output
+    assert store.versions() == ["1.0.0"]
+    assert subprocess.run(["git", "-C", str(target), "rev-parse", "HEAD"], capture_output=True, text=True).stdout == head
+    assert {p: p.read_bytes() for p in target.rglob("*") if p.is_file() and ".git" not in p.parts} == snapshot
+    # A dry run checks and reports but writes nothing.
+    res = cli("publish", "--bump", "major", "--to", target, "-w", demo_ws.directory, "--dry-run")
+    assert res.exit_code == 0 and "dry run: would publish 2.0.0 (after 1.0.0)" in res.output
+    assert store.versions() == ["1.0.0"]
+
+
+def correct_word_after_generation(ws, lang: str, item_id: str) -> None:
+    """A curator corrects an already verified word after its sentences were written (as `review pull` records it)."""
+    with ws.transaction() as conn:
+        conn.execute(t.verified_words.update().where(t.verified_words.c.item_id == item_id, t.verified_words.c.lang == lang)
+                     .values(text="korrigiert", verified_at=now()))
+
+
+def test_failing_checks_report_every_problem_and_write_nothing(demo_ws, tmp_path):
+    target = tmp_path / "releases"
+    ar = releases_rows = demo_ws.rows(select(t.sentence_pairs.c.pair_id, t.pairs.c.property_id)
+                                      .join(t.pairs, t.pairs.c.id == t.sentence_pairs.c.pair_id)
+                                      .where(t.sentence_pairs.c.lang == "ar"))
+    prop = ar[0]["property_id"]
+    stale = {r["pair_id"] for r in releases_rows if r["property_id"] == prop}
+    correct_word_after_generation(demo_ws, "ar", prop)
+    broken = demo_ws.rows(select(t.sentence_pairs).where(t.sentence_pairs.c.lang == "ru").order_by(t.sentence_pairs.c.pair_id))[3]
+    with demo_ws.transaction() as conn:
+        conn.execute(t.sentence_pairs.update().where(t.sentence_pairs.c.pair_id == broken["pair_id"], t.sentence_pairs.c.lang == "ru")
+                     .values(unacceptable=broken["unacceptable"] + " Ещё."))
+    res = cli("publish", "--version", "1.0.0", "--to", target, "-w", demo_ws.directory)
+    assert res.exit_code == 1
+    assert "release checks failed (verified, integrity); nothing was written" in res.output
+    assert f"{len(stale)} item(s) neither verified by a curator nor waived" in res.output
+    assert f"ar {sorted(stale)[0]}: property {prop} was re-verified after the sentence was written" in res.output
+    assert f"ru {broken['pair_id']}: sentences differ outside the concept" in res.output
+    assert not target.exists()
+    # Waivers record a reason; waived rows are released and marked as such. The broken pair is excluded.
+    for pid in stale:
+        waive(demo_ws, "pair", pid, "ar", reason="wording checked by the Arabic lead", by="maintainer")
+    with pytest.raises(ValueError, match="needs a reason"):
+        waive(demo_ws, "pair", broken["pair_id"], "ru", reason=" ", by="maintainer")
+    with demo_ws.transaction() as conn:
+        conn.execute(t.sentence_pairs.update().where(t.sentence_pairs.c.pair_id == broken["pair_id"], t.sentence_pairs.c.lang == "ru")
+                     .values(status="flagged"))
+    with pytest.raises(ReleaseCheckError, match="coverage") as exc:
+        publish(demo_ws, PublishRequest(target=target, version="1.0.0", require_complete=True))
+    assert "ru lacks 1 of 104 pairs" in str(exc.value)
+    res = publish(demo_ws, PublishRequest(target=target, version="1.0.0"))
+    assert next(c for c in res.report.coverage if c.config == "ru").missing == 1
+    ar_rows = {r["pair_id"]: r for r in releases.load(target, "1.0.0", "ar")}
+    assert {p for p, r in ar_rows.items() if r["review_status"] == "waived"} == stale
+    assert "| ar | 104 | " + str(104 - len(stale)) + " | " + str(len(stale)) + " |" in (target / "README.md").read_text()
+
+
+def test_exclude_unverified_leaves_them_out(demo_ws, tmp_path):
+    prop = demo_ws.rows(select(t.pairs.c.property_id).join(t.sentence_pairs, t.sentence_pairs.c.pair_id == t.pairs.c.id)
+                        .where(t.sentence_pairs.c.lang == "vi"))[0]["property_id"]
+    correct_word_after_generation(demo_ws, "vi", prop)
+    res = publish(demo_ws, PublishRequest(target=tmp_path / "r", version="0.1.0", exclude_unverified=True))
+    vi = releases.load(tmp_path / "r", "0.1.0", "vi")
+    excluded = next(c for c in res.report.coverage if c.config == "vi").excluded
+    assert excluded > 0 and vi.num_rows == 104 - excluded
+    assert prop not in set(vi["property_id"]) and set(vi["review_status"]) == {"verified"}
+
+
+def test_ids_that_change_meaning_fail_the_stable_id_check(demo_ws, tmp_path):
+    target = tmp_path / "releases"
+    publish(demo_ws, PublishRequest(target=target, version="1.0.0"))
+    cid = demo_ws.rows(select(t.pairs.c.unacceptable_id).join(t.sentence_pairs, t.sentence_pairs.c.pair_id == t.pairs.c.id))[0]["unacceptable_id"]
+    with demo_ws.transaction() as conn:
+        conn.execute(t.concepts.update().where(t.concepts.c.id == cid).values(english="something else"))
+    with pytest.raises(ReleaseCheckError, match="stable ids") as exc:
+        publish(demo_ws, PublishRequest(target=target, bump="patch"))
+    assert "changed meaning since 1.0.0" in str(exc.value) and "something else" in str(exc.value)
+    assert ReleaseStore(target).versions() == ["1.0.0"]
+
+
+def test_duplicate_items_under_two_ids_fail(demo_ws, tmp_path):
+    a, b = demo_ws.rows(select(t.sentence_pairs).where(t.sentence_pairs.c.lang == "zh").order_by(t.sentence_pairs.c.pair_id))[:2]
+    with demo_ws.transaction() as conn:
+        conn.execute(t.sentence_pairs.update().where(t.sentence_pairs.c.pair_id == b["pair_id"], t.sentence_pairs.c.lang == "zh")
+                     .values(acceptable=a["acceptable"], unacceptable=a["unacceptable"], spans=a["spans"]))
+    with pytest.raises(ReleaseCheckError, match="unique ids") as exc:
+        publish(demo_ws, PublishRequest(target=tmp_path / "r", version="1.0.0"))
+    assert f"zh: {b['pair_id']} and {a['pair_id']} are the same item" in str(exc.value)
+
+
+def test_tampered_files_fail_verify_and_load(demo_ws, tmp_path):
+    target = tmp_path / "releases"
+    publish(demo_ws, PublishRequest(target=target, version="1.0.0"))
+    assert cli("releases", "verify", "--from", target).exit_code == 0
+    parquet = next((target / "data" / "de").glob("*.parquet"))
+    table = pq.read_table(parquet)
+    rows = table.to_pylist()
+    rows[0]["acceptable_sentence"] = "Manipuliert."
+    pq.write_table(type(table).from_pylist(rows, schema=table.schema), parquet)
+    res = cli("releases", "verify", "--from", target)
+    assert res.exit_code == 1 and f"working tree: data/de/{parquet.name} does not match its checksum" in res.output
+    # A tampered committed version (the tag moved to doctored data) fails too, and the loader refuses it.
+    subprocess.run(["git", "-C", str(target), "commit", "-qam", "doctored"], check=True)
+    subprocess.run(["git", "-C", str(target), "tag", "-f", "-a", "v1.0.0", "-m", "doctored"], check=True, capture_output=True)
+    report = verify(target)
+    assert f"version 1.0.0: data/de/{parquet.name} does not match its checksum" in " ".join(report.problems)
+    with pytest.raises(Exception, match="does not match its checksum"):
+        releases.load(target, "1.0.0", "de")
+
+
+def test_unknown_versions_and_configs_are_clear_errors(demo_ws, tmp_path):
+    target = tmp_path / "releases"
+    with pytest.raises(Exception, match="no release store at"):
+        releases.load(tmp_path / "nowhere", "1.0.0", "de")
+    publish(demo_ws, PublishRequest(target=target, version="1.0.0"))
+    with pytest.raises(Exception, match=r"version 2.0.0 is not published .*published: 1.0.0"):
+        releases.load(target, "2.0.0", "de")
+    with pytest.raises(Exception, match="has no config 'xx'; configs: ar, de, en"):
+        releases.load(target, "1.0.0", "xx")
+
+
+def test_export_lm_eval_writes_one_multiple_choice_task_per_language(demo_ws, server, tmp_path):
+    target = tmp_path / "releases"
+    publish(demo_ws, PublishRequest(target=target, version="1.0.0"))
+    make_changes(demo_ws, server)
+    publish(demo_ws, PublishRequest(target=target, version="1.1.0"))
+    out = tmp_path / "tasks"
+    res = cli("releases", "export-lm-eval", "1.0.0", "--from", target, "--out", out)
+    assert res.exit_code == 0, res.output
+    group = yaml.safe_load((out / "_xcomps.yaml").read_text())
+    assert group["group"] == "xcomps" and group["task"] == [f"xcomps_{c}" for c in releases.configs(target, "1.0.0")]
+    task = yaml.safe_load((out / "xcomps_de.yaml").read_text())
+    assert task["output_type"] == "multiple_choice" and task["doc_to_target"] == 0 and task["test_split"] == "test"
+    assert task["metadata"]["dataset_version"] == "1.0.0"
+    rows = datasets.load_dataset(task["dataset_path"], split="test", **task["dataset_kwargs"])
+    v1 = releases.load(target, "1.0.0", "de")
+    assert rows.to_list() == v1.to_list()  # the exported task reads 1.0.0, not the newer checkout
+    first = rows[0]
+    assert Template(task["doc_to_choice"]).render(**first) == str([first["acceptable_sentence"], first["unacceptable_sentence"]])
