@@ -17,6 +17,7 @@ import json
 import pandas as pd
 import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+import transformers
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
 from builder.generate import english_sentence
@@ -127,6 +128,7 @@ def train_toy(
         torch.set_num_threads(threads)
     model.eval()
     directory.mkdir(parents=True, exist_ok=True)
+    transformers.utils.logging.disable_progress_bar()
     model.save_pretrained(directory)
     tokenizer.save_pretrained(directory)
     return directory
