@@ -133,6 +133,8 @@ def gate_cmd(
                       num(c.max_drop), status)
     out.print(table)
     failed = [c for c in checks if not c.passed]
+    for c in failed:
+        err.print(f"FAIL {c.method}/{c.variant} {c.lang} {c.negative_type}: {c.value:.3f}, {'; '.join(c.failures)}", highlight=False)
     if verdict(checks) == "fail":
         reason = f"{len(failed)} of {len(checks)} checks failed" if checks else "no gate rule selects any score"
         err.print(f"[red]gate failed:[/red] {reason}", highlight=False)
