@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from builder import languages as languages_mod
+from builder.cli_eval import eval_app
 from builder.cli_m2c import lexicon_app, templates_app
 from builder.cli_release import publish as publish_cmd, releases_app
 from builder.workspace.store import default_dir, init_workspace, open_workspace
@@ -26,6 +27,7 @@ app.add_typer(seeds_app, name="seeds")
 app.add_typer(llm_app, name="llm")
 app.add_typer(lexicon_app, name="lexicon")
 app.add_typer(templates_app, name="templates")
+app.add_typer(eval_app, name="eval")
 app.add_typer(releases_app, name="releases")
 app.command("publish")(publish_cmd)
 

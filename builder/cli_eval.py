@@ -1,0 +1,142 @@
+"""`builder eval`: evaluate a model on a released version, write the report, apply the release gates."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich import progress as bars
+from rich.console import Console
+from rich.table import Table
+
+eval_app = typer.Typer(help="Evaluate models on a released version: run, report, gate.", no_args_is_help=True)
+out = Console(soft_wrap=True)
+err = Console(stderr=True, soft_wrap=True)
+
+
+def _fail(exc: Exception) -> None:
+    err.print(f"[red]error:[/red] {exc}", highlight=False)
+    raise typer.Exit(1)
+
+
+@eval_app.command("run")
+def run(
+    release: str = typer.Option(..., "--release", help="Release source: a local release folder or a Hub dataset id"),
+    version: str = typer.Option("latest", "--version", help="X.Y.Z or latest"),
+    model: str = typer.Option(..., "--model", help="A local model folder or a Hub model id"),
+    methods: str = typer.Option("direct,meta,neuro", "--methods", help="Comma-separated methods"),
+    langs: Optional[str] = typer.Option(None, "--langs", help="Comma-separated languages [default: all in the release]"),
+    device: Optional[str] = typer.Option(None, "--device", help="cpu, cuda, cuda:1, mps [default: the best available]"),
+    dtype: Optional[str] = typer.Option(None, "--dtype", help="float32, bfloat16, float16 [default: bf16/fp16 on GPU, fp32 on CPU]"),
+    batch_size: Optional[int] = typer.Option(None, "--batch-size", help="Sentences per forward pass [default: from free memory]"),
+    revision: Optional[str] = typer.Option(None, "--revision", help="Hub model revision"),
+    bos: str = typer.Option("auto", "--bos", help="auto, bos, eos or none: the token prepended to every text"),
+    probe_pooling: str = typer.Option("last", "--probe-pooling", help="last or mean"),
+    probe_groups: str = typer.Option("pair", "--probe-groups", help="pair or property: what stays within one fold"),
+    probe_jobs: int = typer.Option(2, "--probe-jobs", min=1, help="Probes fitted at once"),
+    out_dir: Path = typer.Option(..., "--out", help="Results folder (re-running resumes there)"),
+    report: bool = typer.Option(True, "--report/--no-report", help="Write the report after the run"),
+) -> None:
+    """Run methods on a released version; writes results.parquet, summary.json and the report to --out."""
+    from evaluate.data import load_release_pairs
+    from evaluate.methods import EvalOptions, resolve
+    from evaluate.models import load_model
+    from evaluate.run import run_evaluation
+
+    try:
+        chosen = resolve(methods)
+        options = EvalOptions(bos_policy=bos, probe_pooling=probe_pooling, probe_groups=probe_groups, probe_jobs=probe_jobs)
+        pairs, info = load_release_pairs(release, version, [x.strip() for x in langs.split(",")] if langs else None)
+        loaded = load_model(model, device=device, dtype=dtype, batch_size=batch_size, revision=revision)
+    except Exception as exc:  # noqa: BLE001 - every bad input ends as one clear line
+        _fail(exc)
+    err.print(f"{len(pairs)} pairs in {', '.join(info.configs)} from {info.source} {info.version}; model {loaded.info.name} "
+              f"on {loaded.info.device} ({loaded.info.dtype}, batch {loaded.info.batch_size})", highlight=False)
+    with bars.Progress(bars.TextColumn("[bold]{task.description}"), bars.BarColumn(), bars.MofNCompleteColumn(),
+                       bars.TimeElapsedColumn(), console=err) as bar:
+        tasks: dict[str, int] = {}
+
+        def progress(task: str, done: int, total: int) -> None:
+            if task not in tasks:
+                tasks[task] = bar.add_task(task, total=total)
+            bar.update(tasks[task], completed=done, total=total)
+
+        try:
+            results = run_evaluation(pairs, info, loaded, chosen, out_dir, options, progress)
+        except Exception as exc:  # noqa: BLE001
+            _fail(exc)
+    _print_headline(results)
+    if report:
+        _report(out_dir)
+    out.print(f"results in {out_dir}")
+
+
+def _print_headline(results) -> None:
+    from evaluate.report import headline
+
+    head = headline(results)
+    overall = head[head["negative_type"] == "all"].pivot(index="lang", columns="method", values="value")
+    table = Table(title="headline scores, all negative types")
+    table.add_column("lang")
+    for col in overall.columns:
+        table.add_column(col, justify="right")
+    for lang, row in overall.iterrows():
+        table.add_row(lang, *("—" if v != v else f"{v:.3f}" for v in row))
+    out.print(table)
+
+
+def _report(directory: Path) -> None:
+    from evaluate.report import build_report
+
+    rep = build_report(directory)
+    for name, why in rep.omitted.items():
+        err.print(f"[yellow]{name} not drawn:[/yellow] {why}", highlight=False)
+    out.print(f"report: {rep.markdown} and {rep.html} ({len(rep.plots)} figures)")
+
+
+@eval_app.command("report")
+def report_cmd(directory: Path = typer.Argument(..., help="The --out folder of `builder eval run`")) -> None:
+    """Write report.md, report.html and plots/ for a results folder."""
+    try:
+        _report(directory)
+    except Exception as exc:  # noqa: BLE001
+        _fail(exc)
+
+
+@eval_app.command("gate")
+def gate_cmd(
+    directory: Path = typer.Argument(..., help="Results of the release candidate"),
+    previous: Optional[Path] = typer.Option(None, "--previous", help="Results of the previous release (same model)"),
+    gates: Optional[Path] = typer.Option(None, "--gates", help="Gates file [default: data/gates.yaml]"),
+) -> None:
+    """Check the results against the declared thresholds and regressions; exit 1 when any fails."""
+    from evaluate.gates import check, load_rules, verdict
+    from evaluate.results import read_results
+
+    try:
+        rules = load_rules(gates)
+        checks = check(read_results(directory), rules, read_results(previous) if previous else None)
+    except Exception as exc:  # noqa: BLE001
+        _fail(exc)
+    table = Table(title=f"release gates for {directory}")
+    for col in ("method", "variant", "lang", "negative type", "value", "bounds", "previous", "regression", "max drop", "status"):
+        table.add_column(col, justify="right" if col in ("value", "previous", "regression", "max drop") else "left")
+
+    def num(v):
+        return "—" if v is None else f"{v:.3f}"
+
+    for c in sorted(checks, key=lambda c: (c.passed, c.method, c.variant, c.lang, c.negative_type)):
+        bounds = " ".join(x for x in (c.min is not None and f"≥{c.min}", c.max is not None and f"≤{c.max}") if x) or "—"
+        status = "[green]pass[/green]" if c.passed else "[red]FAIL[/red] " + "; ".join(c.failures)
+        table.add_row(c.method, c.variant, c.lang, c.negative_type, num(c.value), bounds, num(c.previous), num(c.regression),
+                      num(c.max_drop), status)
+    out.print(table)
+    failed = [c for c in checks if not c.passed]
+    for c in failed:
+        err.print(f"FAIL {c.method}/{c.variant} {c.lang} {c.negative_type}: {c.value:.3f}, {'; '.join(c.failures)}", highlight=False)
+    if verdict(checks) == "fail":
+        reason = f"{len(failed)} of {len(checks)} checks failed" if checks else "no gate rule selects any score"
+        err.print(f"[red]gate failed:[/red] {reason}", highlight=False)
+        raise typer.Exit(1)
+    out.print(f"gate passed: {len(checks)} checks")

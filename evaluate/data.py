@@ -1,0 +1,70 @@
+"""The pairs to evaluate, read from a released version (contract 2), never from the workspace."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pandas as pd
+
+from builder.records import NEGATIVE_TYPES
+from evaluate.results import DatasetInfo
+
+PAIR_COLUMNS = ("pair_id", "lang", "property_id", "property", "acceptable_concept", "unacceptable_concept",
+                "negative_type", "acceptable_sentence", "unacceptable_sentence")
+
+
+class PairsError(ValueError):
+    pass
+
+
+def check_pairs(df: pd.DataFrame, where: str) -> pd.DataFrame:
+    """The columns evaluation reads, present and filled; negative types among the four known ones."""
+    missing = [c for c in PAIR_COLUMNS if c not in df.columns]
+    if missing:
+        raise PairsError(f"{where}: missing column(s) {', '.join(missing)}")
+    for col in PAIR_COLUMNS:
+        bad = df[col].isna() | (df[col].astype(str).str.strip() == "")
+        if bad.any():
+            row = int(bad.to_numpy().nonzero()[0][0])
+            raise PairsError(f"{where}: row {row} (pair {df['pair_id'].iloc[row]}): empty {col}")
+    odd = ~df["negative_type"].isin(NEGATIVE_TYPES)
+    if odd.any():
+        row = int(odd.to_numpy().nonzero()[0][0])
+        raise PairsError(f"{where}: row {row}: negative_type {df['negative_type'].iloc[row]!r} is not one of {', '.join(NEGATIVE_TYPES)}")
+    dup = df.duplicated(["lang", "pair_id"])
+    if dup.any():
+        row = int(dup.to_numpy().nonzero()[0][0])
+        raise PairsError(f"{where}: row {row}: pair {df['pair_id'].iloc[row]} appears twice in {df['lang'].iloc[row]}")
+    return df.reset_index(drop=True)
+
+
+def manifest_sha256(manifest: dict) -> str:
+    """Digest of the manifest's canonical JSON (it lists every data file's sha256)."""
+    return hashlib.sha256(json.dumps(manifest, sort_keys=True, ensure_ascii=False).encode("utf-8")).hexdigest()
+
+
+def load_release_pairs(source: str | Path, version: str, langs: list[str] | None = None) -> tuple[pd.DataFrame, DatasetInfo]:
+    """Every requested language's pairs of exactly that version (all minimal-pair configs when `langs` is None)."""
+    from builder import releases
+
+    manifest = releases.manifest(source, version)
+    available = [c for c in releases.configs(source, version) if not c.startswith("m2c_")]
+    chosen = available if not langs else langs
+    unknown = [c for c in chosen if c not in available]
+    if unknown:
+        raise PairsError(f"release {source} {version}: no config(s) {', '.join(unknown)}; it has {', '.join(available)}")
+    frames = []
+    for config in chosen:
+        ds = releases.load(source, version, config)
+        df = ds.to_pandas()
+        feature = ds.features.get("negative_type")
+        if hasattr(feature, "int2str") and pd.api.types.is_integer_dtype(df["negative_type"]):
+            df["negative_type"] = [feature.int2str(int(v)) for v in df["negative_type"]]
+        frames.append(check_pairs(df, f"release {source} {manifest.get('version', version)} config {config}"))
+    pairs = pd.concat(frames, ignore_index=True)
+    info = DatasetInfo(source=str(source), version=str(manifest.get("version", version)),
+                       manifest_sha256=manifest_sha256(manifest), configs=list(chosen),
+                       release_code_version=manifest.get("code_version"))
+    return pairs, info

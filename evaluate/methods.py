@@ -1,0 +1,131 @@
+"""The evaluation methods registry and what every method receives and returns.
+
+A method is a module that calls `register(...)` with an object having `name`, `headline`
+(the variant and metric that stand for it in reports and gates) and `run(ctx, pairs)`. Adding one
+(consistency, M2C, ...) is a new module plus its name in `MODULES`; the runner, results, report
+and gates need no change.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal, Protocol
+
+import pandas as pd
+from pydantic import BaseModel, ConfigDict, Field
+
+from builder.records import Language
+from evaluate.models import LoadedModel
+from evaluate.scoring import BosPolicy, Scorer
+
+MODULES = ("evaluate.direct", "evaluate.meta", "evaluate.neuro")
+ITEM_COLUMNS = ("pair_id", "lang", "property_id", "negative_type", "method", "variant",
+                "score_acceptable", "score_unacceptable", "correct")
+ALL = "all"  # negative_type of scores aggregated over every negative type
+
+
+class EvalOptions(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    bos_policy: BosPolicy = "auto"
+    seed: int = 0
+    probe_pooling: Literal["last", "mean"] = "last"
+    probe_groups: Literal["pair", "property"] = Field("pair", description="what must stay within one fold")
+    probe_folds: int = Field(5, ge=2)
+    probe_C: float = Field(1.0, gt=0)
+    probe_jobs: int = Field(2, ge=1, description="probes (language x negative type x layer) run at once")
+    control_seed: int = 0
+
+
+class Score(BaseModel):
+    """One number of the summary: a method's metric on a language and negative type."""
+
+    model_config = ConfigDict(frozen=True)
+    method: str
+    variant: str
+    lang: str
+    negative_type: str
+    metric: str
+    value: float
+    n: int
+    extra: dict = {}
+
+    @property
+    def key(self) -> tuple[str, str, str, str, str]:
+        return (self.method, self.variant, self.lang, self.negative_type, self.metric)
+
+
+@dataclass
+class MethodOutput:
+    items: pd.DataFrame
+    scores: list[Score]
+    tables: dict[str, pd.DataFrame] = field(default_factory=dict)
+
+
+@dataclass
+class Context:
+    loaded: LoadedModel
+    scorer: Scorer
+    languages: dict[str, Language]
+    options: EvalOptions
+    work_dir: Path
+    progress: Callable[[str, int, int], None] = lambda task, done, total: None
+
+
+class Method(Protocol):
+    name: str
+    headline: tuple[str, str]
+
+    def run(self, ctx: Context, pairs: pd.DataFrame) -> MethodOutput: ...
+
+
+_REGISTRY: dict[str, Method] = {}
+
+
+def register(method: Method) -> Method:
+    _REGISTRY[method.name] = method
+    return method
+
+
+def registry() -> dict[str, Method]:
+    for module in MODULES:
+        importlib.import_module(module)
+    return dict(_REGISTRY)
+
+
+def resolve(names: str | list[str]) -> list[Method]:
+    wanted = [n.strip() for n in names.split(",")] if isinstance(names, str) else list(names)
+    known = registry()
+    unknown = [n for n in wanted if n not in known]
+    if unknown or not wanted:
+        raise ValueError(f"unknown method(s) {', '.join(unknown) or '(none given)'}; known: {', '.join(known)}")
+    return [known[n] for n in dict.fromkeys(wanted)]
+
+
+def item_frame(pairs: pd.DataFrame, method: str, variant: str, acc, unacc) -> pd.DataFrame:
+    """Item rows of one variant; `correct` means the acceptable side scored strictly higher."""
+    df = pairs[["pair_id", "lang", "property_id", "negative_type"]].reset_index(drop=True).copy()
+    df["method"], df["variant"] = method, variant
+    df["score_acceptable"] = pd.Series(acc, dtype="float64").to_numpy()
+    df["score_unacceptable"] = pd.Series(unacc, dtype="float64").to_numpy()
+    df["correct"] = df["score_acceptable"] > df["score_unacceptable"]
+    return df[list(ITEM_COLUMNS)]
+
+
+def accuracy_scores(items: pd.DataFrame) -> list[Score]:
+    """Accuracy per variant x language x negative type, and per variant x language over all types.
+
+    Items whose score is undefined (NaN) are left out and counted in `extra.undefined`.
+    """
+    scores = []
+    defined = items["score_acceptable"].notna() & items["score_unacceptable"].notna()
+    items = items.assign(_defined=defined)
+    for keys, grp in [*items.groupby(["method", "variant", "lang", "negative_type"]),
+                      *((k + (ALL,), g) for k, g in items.groupby(["method", "variant", "lang"]))]:
+        ok = grp[grp["_defined"]]
+        if len(ok):
+            scores.append(Score(method=keys[0], variant=keys[1], lang=keys[2], negative_type=keys[3], metric="accuracy",
+                                value=float(ok["correct"].mean()), n=len(ok), extra={"undefined": int((~grp["_defined"]).sum())}))
+    return scores

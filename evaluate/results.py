@@ -1,0 +1,120 @@
+"""Evaluation results on disk (contract 3): items as parquet, the summary with the whole configuration as JSON.
+
+DIR/results.parquet   one row per item x method x variant
+DIR/<table>.parquet   method tables (probes.parquet: F1 per language x negative type x model x layer)
+DIR/summary.json      {"config": RunConfig, "scores": [Score, ...]}
+Each file is written to a temporary name and renamed, so a reader never sees half a file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pandas as pd
+from pydantic import BaseModel, ConfigDict
+
+import builder
+from evaluate.methods import ITEM_COLUMNS, EvalOptions, Score
+from evaluate.models import ModelInfo
+from evaluate.scoring import ScoringSetup
+
+SUMMARY = "summary.json"
+ITEMS = "results.parquet"
+
+
+class DatasetInfo(BaseModel):
+    model_config = ConfigDict(frozen=True)
+    source: str
+    version: str
+    manifest_sha256: str | None
+    configs: list[str]
+    release_code_version: str | None = None
+
+
+class RunConfig(BaseModel):
+    """Everything a number in the results depends on."""
+
+    model_config = ConfigDict(frozen=True)
+    model: ModelInfo
+    scoring: ScoringSetup
+    dataset: DatasetInfo
+    options: EvalOptions
+    methods: list[str]
+    langs: list[str]
+    code_version: str
+    created_at: datetime
+
+    def fingerprint(self) -> dict:
+        """The parts that must match for earlier results to be reused (not the method list or the time)."""
+        return self.model_dump(mode="json", exclude={"methods", "created_at"})
+
+
+def code_version() -> str:
+    """Package version, plus the commit (and `-dirty`) when running from a git checkout."""
+    here = Path(builder.__file__).resolve().parent.parent
+    try:
+        sha = subprocess.run(["git", "-C", str(here), "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(here), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return builder.__version__
+    return f"{builder.__version__}+g{sha[:12]}{'-dirty' if dirty else ''}"
+
+
+def now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def _atomic(path: Path, write) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    write(tmp)
+    os.replace(tmp, path)
+
+
+def write_parquet(path: Path, df: pd.DataFrame) -> None:
+    _atomic(path, lambda p: df.to_parquet(p, index=False))
+
+
+def write_json(path: Path, data) -> None:
+    _atomic(path, lambda p: p.write_text(json.dumps(data, ensure_ascii=False, indent=1), encoding="utf-8"))
+
+
+@dataclass
+class Results:
+    config: RunConfig
+    items: pd.DataFrame
+    scores: list[Score]
+    tables: dict[str, pd.DataFrame]
+
+    def score_frame(self) -> pd.DataFrame:
+        return pd.DataFrame([s.model_dump() for s in self.scores])
+
+
+def write_results(directory: Path, results: Results) -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+    for name, table in results.tables.items():
+        write_parquet(directory / f"{name}.parquet", table)
+    write_parquet(directory / ITEMS, results.items)
+    write_json(directory / SUMMARY, {"config": results.config.model_dump(mode="json"),
+                                     "scores": [s.model_dump() for s in results.scores],
+                                     "tables": sorted(results.tables)})
+
+
+def read_results(directory: Path) -> Results:
+    path = Path(directory) / SUMMARY
+    if not path.is_file():
+        raise FileNotFoundError(f"{directory}: no {SUMMARY}; is it the --out folder of `builder eval run`?")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        config = RunConfig.model_validate(data["config"])
+        scores = [Score.model_validate(s) for s in data["scores"]]
+    except (json.JSONDecodeError, KeyError, ValueError) as exc:
+        raise ValueError(f"{path}: not a results summary ({exc})") from exc
+    items = pd.read_parquet(Path(directory) / ITEMS) if (Path(directory) / ITEMS).is_file() else pd.DataFrame(columns=ITEM_COLUMNS)
+    tables = {name: pd.read_parquet(Path(directory) / f"{name}.parquet") for name in data.get("tables", [])}
+    return Results(config, items, scores, tables)

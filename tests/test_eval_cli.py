@@ -1,0 +1,158 @@
+"""`builder eval run | report | gate` on a published release, as a maintainer runs them."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from builder.cli import app
+from evaluate.data import load_release_pairs
+from evaluate.gates import GateError, load_rules
+from evaluate.methods import EvalOptions, resolve
+from evaluate.models import load_model
+from evaluate.report import build_report
+from evaluate.results import read_results
+from evaluate.run import run_evaluation
+
+from eval_fixtures import VERSION, evaluated, release, release_pairs, results_copy, toy_dir  # noqa: F401
+from test_eval_scoring import RowCounter
+
+runner = CliRunner()
+FIGURES = ("fig2_heatmaps", "fig3_correlations", "fig4_typology", "fig5_layers", "fig6_peak_layer")
+
+GATES = """rules:
+  - {method: direct, variant: full, metric: accuracy, min: 0.8, max_drop: 0.03}
+  - {method: neuro, variant: probe, metric: f1, min: 0.8, max_drop: 0.05}
+  - {method: meta, variant: order_averaged, metric: accuracy, min: 0.0, max_drop: 0.2}
+"""
+
+
+def cli(*args):
+    return runner.invoke(app, list(args), catch_exceptions=False)
+
+
+def test_run_writes_results_summary_with_the_whole_configuration_and_the_report(evaluated, release, toy_dir):
+    out, res = evaluated
+    assert res.exit_code == 0, res.output
+    assert "headline scores" in res.output and f"results in {out}" in res.output
+    summary = json.loads((out / "summary.json").read_text())
+    cfg = summary["config"]
+    manifest = json.loads((release / "release.json").read_text())
+    assert cfg["dataset"]["source"] == str(release) and cfg["dataset"]["version"] == VERSION == manifest["version"]
+    assert len(cfg["dataset"]["manifest_sha256"]) == 64 and cfg["dataset"]["configs"] == ["ar", "de", "en", "ja", "ru", "vi", "zh"]
+    m = cfg["model"]
+    assert m["name"] == str(toy_dir) and m["source"] == "local" and len(m["weights_sha256"]) == 64 and m["toy"] is True
+    assert (m["device"], m["dtype"], m["batch_size"]) == ("cpu", "float32", 16)
+    assert cfg["scoring"]["bos_policy"] == "bos" and cfg["scoring"]["bos_token"] == "<s>"
+    assert cfg["options"]["probe_folds"] == 5 and cfg["methods"] == ["direct", "meta", "neuro"]
+    assert cfg["code_version"].startswith("0.1.0")
+    keys = {(s["method"], s["variant"], s["lang"], s["negative_type"]) for s in summary["scores"]}
+    for lang in cfg["langs"]:
+        for neg in ("taxonomic", "overlap", "co-occurrence", "random", "all"):
+            assert {("direct", "full", lang, neg), ("meta", "order_averaged", lang, neg), ("neuro", "probe", lang, neg)} <= keys
+    assert not (out / "work").exists()  # hidden states are removed once probed
+    report = (out / "report.md").read_text()
+    assert "toy model" in report and m["weights_sha256"] in report and "not drawn" not in report
+    assert "<table>" in (out / "report.html").read_text()
+    for name in FIGURES:
+        assert (out / "plots" / f"{name}.png").stat().st_size > 5000
+        data = pd.read_csv(out / "plots" / f"{name}.csv")
+        assert len(data) > 0 and data["value"].notna().any(), name
+        assert f"plots/{name}.png" in report
+
+
+def test_report_data_match_the_scores(results_copy):
+    rep = build_report(results_copy)
+    assert set(rep.plots) == set(FIGURES) and not rep.omitted and all(n > 0 for n in rep.plots.values())
+    heat = pd.read_csv(results_copy / "plots" / "fig2_heatmaps.csv")
+    assert set(heat["method"]) == {"direct", "meta", "neuro"} and len(heat) == 3 * 7 * 4
+    typ = pd.read_csv(results_copy / "plots" / "fig4_typology.csv")
+    assert set(typ["typology"]) == {"analytic", "inflectional", "agglutinative"}  # vi+zh, ar+de+ru, ja; English left out
+    scores = read_results(results_copy).score_frame()
+    de = scores[(scores["method"] == "direct") & (scores["variant"] == "full") & (scores["lang"] == "de")
+                & (scores["negative_type"] == "random")]["value"].item()
+    assert heat[(heat["method"] == "direct") & (heat["lang"] == "de") & (heat["negative_type"] == "random")]["value"].item() == de
+
+
+def test_rerun_resumes_from_finished_methods_without_scoring_again(evaluated, release_pairs, toy_dir, tmp_path):
+    out, _ = evaluated
+    import shutil
+
+    target = shutil.copytree(out, tmp_path / "again")
+    pairs, info = release_pairs
+    loaded = load_model(toy_dir, batch_size=16)
+    counter = RowCounter(loaded.model)
+    try:
+        again = run_evaluation(pairs, info, loaded, resolve("direct,meta,neuro"), target, EvalOptions())
+    finally:
+        counter.close()
+    assert counter.rows == 0
+    before = pd.read_parquet(out / "results.parquet")
+    pd.testing.assert_frame_equal(again.items.reset_index(drop=True), before)
+    # Another configuration (BOS policy) is not served from the earlier parts.
+    counter = RowCounter(loaded.model)
+    try:
+        run_evaluation(pairs, info, loaded, resolve("direct"), target, EvalOptions(bos_policy="eos"))
+    finally:
+        counter.close()
+    assert counter.rows == pd.unique(pd.concat([pairs["acceptable_sentence"], pairs["unacceptable_sentence"]])).size
+    assert json.loads((target / "summary.json").read_text())["config"]["scoring"]["bos_policy"] == "eos"
+
+
+def test_gate_passes_unchanged_results_and_fails_a_planted_regression(results_copy, evaluated, tmp_path):
+    previous, _ = evaluated
+    gates = tmp_path / "gates.yaml"
+    gates.write_text(GATES)
+    ok = cli("eval", "gate", str(results_copy), "--previous", str(previous), "--gates", str(gates))
+    assert ok.exit_code == 0, ok.output
+    assert "gate passed" in ok.output
+    summary = json.loads((results_copy / "summary.json").read_text())
+    for s in summary["scores"]:
+        if (s["method"], s["variant"], s["lang"], s["negative_type"]) == ("direct", "full", "ja", "all"):
+            s["value"] -= 0.05  # still above the 0.8 threshold, but a regression beyond 0.03
+    (results_copy / "summary.json").write_text(json.dumps(summary))
+    bad = cli("eval", "gate", str(results_copy), "--previous", str(previous), "--gates", str(gates))
+    assert bad.exit_code == 1
+    assert "FAIL" in bad.output and "regressed 0.050 > 0.03" in bad.output and "1 of" in bad.output
+    # Without the previous release only the thresholds apply, and they hold.
+    assert cli("eval", "gate", str(results_copy), "--gates", str(gates)).exit_code == 0
+    # The meta order bias of a toy that never saw the prompt is small, but a threshold above its accuracy fails.
+    gates.write_text("rules:\n  - {method: meta, variant: order_averaged, metric: accuracy, lang: [de, ja], min: 0.99}\n")
+    strict = cli("eval", "gate", str(results_copy), "--gates", str(gates))
+    assert strict.exit_code == 1 and "below 0.99" in strict.output
+
+
+def test_gate_files_are_validated_with_file_and_line(tmp_path):
+    assert load_rules()  # the packaged data/gates.yaml
+    bad = tmp_path / "gates.yaml"
+    bad.write_text("rules:\n  - {method: direct, min: 0.5}\n  - {method: meta, mni: 0.5}\n")
+    with pytest.raises(GateError, match=r"gates.yaml:3: rule 2: mni: Extra inputs"):
+        load_rules(bad)
+    bad.write_text("rules:\n  - {method: direct}\n")
+    with pytest.raises(GateError, match=r"gates.yaml:2: rule 1 sets none of min, max, max_drop"):
+        load_rules(bad)
+    res = cli("eval", "gate", str(tmp_path), "--gates", str(bad))
+    assert res.exit_code == 1 and "gates.yaml:2" in res.output
+
+
+def test_bad_inputs_are_one_clear_error_line(release, toy_dir, tmp_path):
+    res = cli("eval", "run", "--release", str(release), "--model", str(toy_dir), "--methods", "direct,telepathy", "--out", str(tmp_path / "o"))
+    assert res.exit_code == 1 and "unknown method(s) telepathy; known: direct, meta, neuro" in res.output
+    res = cli("eval", "run", "--release", str(release), "--model", str(toy_dir), "--langs", "en,xx", "--out", str(tmp_path / "o"))
+    assert res.exit_code == 1 and "no config(s) xx" in res.output
+    res = cli("eval", "run", "--release", str(release), "--version", "9.9.9", "--model", str(toy_dir), "--out", str(tmp_path / "o"))
+    assert res.exit_code == 1 and "9.9.9" in res.output
+    res = cli("eval", "run", "--release", str(release), "--model", str(tmp_path), "--out", str(tmp_path / "o"))
+    assert res.exit_code == 1 and "no config.json" in res.output
+    res = cli("eval", "report", str(tmp_path))
+    assert res.exit_code == 1 and "no summary.json" in res.output
+    assert not (tmp_path / "o").exists()
+
+
+def test_langs_option_reads_only_those_configs(release):
+    pairs, info = load_release_pairs(release, "latest", ["de", "zh"])
+    assert set(pairs["lang"]) == {"de", "zh"} and info.version == VERSION and info.configs == ["de", "zh"]
+    assert set(pairs["negative_type"]) == {"taxonomic", "overlap", "co-occurrence", "random"}

@@ -1,0 +1,135 @@
+"""The methods on the toy model against an untrained control, and meta on a model that prefers the first option."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from builder.languages import registry
+from evaluate.direct import Direct
+from evaluate.meta import Meta, prompts
+from evaluate.methods import ALL, Context, EvalOptions
+from evaluate.models import random_control
+from evaluate.neuro import extract_hidden, probe_sets
+from evaluate.results import read_results
+from evaluate.scoring import Scorer
+
+from eval_fixtures import evaluated, first_mention_model, release, release_pairs, toy, toy_dir  # noqa: F401
+
+
+def context(loaded, tmp_path, **options) -> Context:
+    return Context(loaded, Scorer(loaded), registry(), EvalOptions(**options), tmp_path / "work")
+
+
+def overall(scores, method, variant):
+    return {s.lang: s.value for s in scores if s.method == method and s.variant == variant and s.negative_type == ALL}
+
+
+def test_direct_prefers_acceptable_sentences_after_training_and_not_before(toy, release_pairs, tmp_path):
+    pairs, _ = release_pairs
+    trained = overall(Direct().run(context(toy, tmp_path), pairs).scores, "direct", "full")
+    control = overall(Direct().run(context(random_control(toy, seed=1), tmp_path), pairs).scores, "direct", "full")
+    assert set(trained) == {"ar", "de", "en", "ja", "ru", "vi", "zh"}
+    assert min(trained.values()) >= 0.9
+    assert 0.35 <= np.mean(list(control.values())) <= 0.65
+
+
+def test_probe_beats_the_random_control_by_a_clear_margin(evaluated):
+    out, res = evaluated
+    assert res.exit_code == 0, res.output
+    r = read_results(out)
+    probe, control = overall(r.scores, "neuro", "probe"), overall(r.scores, "neuro", "control")
+    for lang in probe:
+        assert probe[lang] >= 0.85 and probe[lang] - control[lang] >= 0.25, (lang, probe[lang], control[lang])
+    curves = r.tables["probes"]
+    assert set(curves["layer"]) == {0, 1, 2} and set(curves["model"]) == {"probe", "control"}
+    assert (curves["folds"] == 5).all()
+    peaks = [s.extra["peak_layer"] for s in r.scores if s.method == "neuro" and s.variant == "probe" and s.negative_type != ALL]
+    assert peaks and all(p >= 1 for p in peaks)  # layer 0 (embeddings of the final ".") cannot tell them apart
+
+
+def test_meta_order_swap_on_a_model_that_prefers_the_first_option(toy, release_pairs, tmp_path):
+    pairs, _ = release_pairs
+    sub = pairs[pairs["lang"].isin(["en", "de", "zh"])].groupby("lang").head(12).reset_index(drop=True)
+    out = Meta().run(context(first_mention_model(toy.tokenizer), tmp_path), sub)
+    for lang in ("en", "de", "zh"):
+        assert overall(out.scores, "meta", "acceptable_first")[lang] == 1.0
+        assert overall(out.scores, "meta", "acceptable_second")[lang] == 0.0
+        assert overall(out.scores, "meta", "order_averaged")[lang] == 0.5
+        assert overall(out.scores, "meta", "order_bias")[lang] == 1.0
+    assert len(out.items) == 2 * len(sub)
+
+
+def test_meta_prompts_follow_each_language_template_in_both_orders(release_pairs):
+    pairs, _ = release_pairs
+    row = pairs[pairs["lang"] == "de"].iloc[[0]]
+    p = prompts(row, {"de": registry()["de"].meta_prompt})
+    acc, unacc, prop = row["acceptable_concept"].iloc[0], row["unacceptable_concept"].iloc[0], row["property"].iloc[0]
+    assert p["acceptable_first"][0] == (f'Welches Konzept hat am wahrscheinlichsten die folgende Eigenschaft: "{prop}", '
+                                        f'"{acc}" oder "{unacc}"? Antwort: "')
+    assert p["acceptable_second"][0].index(unacc) < p["acceptable_second"][0].index(f'"{acc}"')
+
+
+def test_meta_without_a_prompt_template_is_a_clear_error(toy, release_pairs, tmp_path):
+    pairs, _ = release_pairs
+    odd = pairs.head(3).assign(lang="xx")
+    with pytest.raises(ValueError, match="no prompt template for xx"):
+        Meta().run(context(toy, tmp_path), odd)
+
+
+def test_probe_folds_keep_pairs_shared_sentences_and_optionally_properties_together(release_pairs):
+    pairs, _ = release_pairs
+    en = pairs[pairs["lang"] == "en"].reset_index(drop=True)
+    texts = list(dict.fromkeys([*en["acceptable_sentence"], *en["unacceptable_sentence"]]))
+    row_of = {t: i for i, t in enumerate(texts)}
+    for ps in probe_sets(en, row_of, "pair"):
+        acc, unacc = ps.pair_samples[:, 0], ps.pair_samples[:, 1]
+        assert (ps.groups[acc] == ps.groups[unacc]).all()
+        assert ps.weights.sum() == 2 * len(ps.pair_index) and set(ps.labels[acc]) == {1} and set(ps.labels[unacc]) == {0}
+        sub = en.loc[ps.pair_index]
+        for sentence, grp in sub.groupby("acceptable_sentence"):  # one sample, one group, however many negatives
+            assert len({ps.groups[s] for s in ps.pair_samples[sub.index.get_indexer(grp.index), 0]}) == 1
+    shared = en.groupby(["acceptable_sentence"]).size()
+    assert (shared > 1).any()
+    by_prop = probe_sets(en, row_of, "property")
+    for ps in by_prop:
+        sub = en.loc[ps.pair_index]
+        for _, idx in sub.groupby("property_id").indices.items():
+            assert len(set(ps.groups[ps.pair_samples[idx].ravel()])) == 1
+        assert len(set(ps.groups)) == sub["property_id"].nunique()
+
+
+def test_hidden_states_stream_to_one_float16_file_per_layer(toy, release_pairs, tmp_path):
+    pairs, _ = release_pairs
+    texts = list(dict.fromkeys(pairs[pairs["lang"] == "ru"]["unacceptable_sentence"]))[:50]
+    scorer = Scorer(toy)
+    store = extract_hidden(toy, scorer, texts, tmp_path / "h")
+    assert sorted(p.name for p in (tmp_path / "h").glob("layer_*.f16")) == ["layer_000.f16", "layer_001.f16", "layer_002.f16"]
+    assert all(store.path(layer).stat().st_size == len(texts) * 64 * 2 for layer in range(3))
+    rows = np.array([store.row_of[t] for t in texts[:7]])
+    ids = torch.tensor([[toy.tokenizer.bos_token_id, *toy.tokenizer(texts[3], add_special_tokens=False)["input_ids"]]])
+    with torch.no_grad():
+        states = toy.model(input_ids=ids, output_hidden_states=True).hidden_states
+    for layer in range(3):
+        np.testing.assert_allclose(store.read(layer, rows)[3], states[layer][0, -1].numpy(), rtol=2e-3, atol=2e-3)
+    # The same inputs reuse the finished store; mean pooling is another store.
+    assert json.loads((tmp_path / "h" / "store.json").read_text())["texts"] == store.texts
+    mean = extract_hidden(toy, scorer, texts, tmp_path / "m", pooling="mean")
+    assert not np.allclose(mean.read(2, rows), store.read(2, rows))
+
+
+def test_item_rows_cover_every_pair_variant_and_method(evaluated, release_pairs):
+    out, _ = evaluated
+    pairs, _ = release_pairs
+    items = pd.read_parquet(out / "results.parquet")
+    per_method = items.groupby("method")["variant"].unique().to_dict()
+    assert sorted(per_method["direct"]) == sorted(["full", "full_per_token", "full_per_char", "full_per_byte", "conditional",
+                                                   "conditional_per_token", "conditional_per_char", "conditional_per_byte"])
+    assert sorted(per_method["meta"]) == ["acceptable_first", "acceptable_second"]
+    assert sorted(per_method["neuro"]) == ["control", "probe"]
+    assert len(items) == len(pairs) * (8 + 2 + 2)
+    assert items.groupby(["method", "variant"])["pair_id"].nunique().min() == pairs["pair_id"].nunique()

@@ -1,0 +1,169 @@
+"""Scoring: batched log-probabilities equal a plain reference, BOS is explicit, device/dtype/batch choice."""
+
+from __future__ import annotations
+
+import shutil
+
+import numpy as np
+import pytest
+import torch
+from tokenizers import processors
+
+from evaluate.direct import VARIANTS, shared_continuation, span_scores
+from evaluate.models import Capabilities, choose_batch_size, choose_device, choose_dtype, load_model, weights_sha256
+from evaluate.scoring import Scorer
+
+from eval_fixtures import release, release_pairs, toy, toy_dir  # noqa: F401
+
+
+def reference_logprob(loaded, text: str) -> float:
+    """One forward pass over one sentence, no padding, BOS prepended: the textbook definition."""
+    tok = loaded.tokenizer
+    ids = torch.tensor([[tok.bos_token_id, *tok(text, add_special_tokens=False)["input_ids"]]])
+    with torch.no_grad():
+        lp = loaded.model(input_ids=ids).logits[0, :-1].log_softmax(-1)
+    return float(lp.gather(-1, ids[0, 1:, None]).sum())
+
+
+class RowCounter:
+    """Counts sequences (and keeps the inputs) the model is run on."""
+
+    def __init__(self, model):
+        self.rows, self.inputs = 0, []
+        self.handle = model.register_forward_pre_hook(self, with_kwargs=True)
+
+    def __call__(self, module, args, kwargs):
+        ids = kwargs["input_ids"]
+        self.rows += ids.shape[0]
+        self.inputs.append(ids.clone())
+
+    def close(self):
+        self.handle.remove()
+
+
+def test_batched_scores_equal_one_forward_per_sentence_and_each_sentence_is_scored_once(toy, release_pairs):
+    pairs, _ = release_pairs
+    texts = list(pairs["acceptable_sentence"][:40]) + list(pairs["unacceptable_sentence"][:40])
+    unique = list(dict.fromkeys(texts))
+    assert len(unique) < len(texts)  # acceptable sentences are shared by their negatives
+    counter = RowCounter(toy.model)
+    try:
+        scored = Scorer(toy).score([("", t) for t in texts])
+    finally:
+        counter.close()
+    assert counter.rows == len(unique)
+    for t in unique[:25]:
+        assert scored[("", t)].logprobs.sum() == pytest.approx(reference_logprob(toy, t), abs=1e-3)
+    one = Scorer(toy.__class__(toy.model, toy.tokenizer, toy.info.model_copy(update={"batch_size": 1}))).score([("", t) for t in unique])
+    for t in unique:
+        np.testing.assert_allclose(one[("", t)].logprobs, scored[("", t)].logprobs, atol=1e-4)
+
+
+def test_bos_is_prepended_once_even_by_a_tokenizer_that_adds_its_own(toy_dir, tmp_path):
+    folder = tmp_path / "bos-adding"
+    shutil.copytree(toy_dir, folder)
+    loaded = load_model(folder)
+    tok = loaded.tokenizer
+    tok._tokenizer.post_processor = processors.TemplateProcessing(single="<s> $A", special_tokens=[("<s>", tok.bos_token_id)])
+    assert tok("a dog")["input_ids"][0] == tok.bos_token_id  # the tokenizer itself adds BOS
+    text = "A whale lives in water."
+    n_tokens = len(tok(text, add_special_tokens=False)["input_ids"])
+    for policy, first_id, scored_tokens in (("bos", tok.bos_token_id, n_tokens), ("eos", tok.eos_token_id, n_tokens),
+                                            ("none", None, n_tokens - 1)):
+        scorer = Scorer(loaded, policy)
+        counter = RowCounter(loaded.model)
+        try:
+            ts = scorer.score([("", text)])[("", text)]
+        finally:
+            counter.close()
+        ids = counter.inputs[0][0].tolist()
+        assert scorer.setup.bos_policy == policy and scorer.setup.first_token_scored == (first_id is not None)
+        if first_id is not None:
+            assert ids[0] == first_id and ids[1] != first_id
+        else:
+            assert tok.bos_token_id not in ids
+        assert len(ts.logprobs) == scored_tokens
+
+
+def test_device_dtype_and_batch_size_choices():
+    cpu, gpu = Capabilities(), Capabilities(cuda=True, cuda_bf16=True, cuda_free_bytes=80 * 2**30)
+    old_gpu = Capabilities(cuda=True, cuda_bf16=False, cuda_free_bytes=16 * 2**30)
+    assert choose_device(None, cpu) == "cpu" and choose_device("auto", gpu) == "cuda"
+    assert choose_device(None, Capabilities(mps=True)) == "mps"
+    assert choose_device("cpu", gpu) == "cpu"
+    with pytest.raises(ValueError, match="no CUDA"):
+        choose_device("cuda", cpu)
+    assert choose_dtype(None, "cuda", gpu) == "bfloat16"
+    assert choose_dtype(None, "cuda", old_gpu) == "float16"
+    assert choose_dtype(None, "cpu", gpu) == "float32"
+    assert choose_dtype("bf16", "cpu", cpu) == "bfloat16"
+    with pytest.raises(ValueError, match="int8"):
+        choose_dtype("int8", "cpu", cpu)
+    llama8b = dict(vocab_size=128256, hidden_size=4096, n_layers=32, model_bytes=16 * 2**30)
+    big = choose_batch_size(None, "cuda", gpu, **llama8b)
+    small = choose_batch_size(None, "cuda", Capabilities(cuda=True, cuda_free_bytes=24 * 2**30), **llama8b)
+    assert 1 <= small < big <= 512
+    assert choose_batch_size(None, "cuda", Capabilities(cuda=True, cuda_free_bytes=10 * 2**30), **llama8b) == 1
+    assert choose_batch_size(None, "cpu", cpu, **llama8b) == 32
+    assert choose_batch_size(7, "cuda", gpu, **llama8b) == 7
+
+
+def test_bf16_scoring_on_cpu_agrees_with_fp32(toy_dir, release_pairs):
+    pairs, _ = release_pairs
+    sub = pairs[pairs["lang"].isin(["en", "de"])]
+    texts = list(dict.fromkeys([*sub["acceptable_sentence"], *sub["unacceptable_sentence"]]))
+    fp32 = load_model(toy_dir, device="cpu", dtype="float32")
+    bf16 = load_model(toy_dir, device="cpu", dtype="bf16")
+    assert bf16.info.dtype == "bfloat16" and next(bf16.model.parameters()).dtype == torch.bfloat16
+    a = Scorer(fp32).score([("", t) for t in texts])
+    b = Scorer(bf16).score([("", t) for t in texts])
+    x = np.array([a[("", t)].logprobs.sum() for t in texts])
+    y = np.array([b[("", t)].logprobs.sum() for t in texts])
+    assert np.median(np.abs(x - y) / np.abs(x)) < 0.02
+    decided = [(x[texts.index(p)] > x[texts.index(q)]) == (y[texts.index(p)] > y[texts.index(q)])
+               for p, q in zip(sub["acceptable_sentence"], sub["unacceptable_sentence"])]
+    assert np.mean(decided) >= 0.95
+
+
+def test_conditional_scores_the_same_continuation_in_both_sentences(toy):
+    scorer = Scorer(toy)
+    a, b = "A toaster is used for heating food.", "A blender is used for heating food."
+    s = scorer.score([("", a), ("", b)])
+    cut = shared_continuation(a, s[("", a)], b, s[("", b)])
+    assert cut is not None and a[cut[0]:] == b[cut[1]:]
+    assert a[cut[0]:].strip().startswith("is used")  # not from the middle of "toaster"/"blender"
+    cond = span_scores(a, s[("", a)], cut[0])[""]
+    ts = s[("", a)]
+    assert cond == pytest.approx(float(ts.logprobs[ts.starts >= cut[0]].sum()))
+    assert span_scores(a, ts, 0)[""] < cond < 0
+    # Sentences that share no continuation (the concept comes last) have no conditional score.
+    c, d = "Heating food is done by a toaster", "Heating food is done by a kettle"
+    s2 = scorer.score([("", c), ("", d)])
+    assert shared_continuation(c, s2[("", c)], d, s2[("", d)]) is None
+    assert np.isnan(span_scores(c, s2[("", c)], None)["_per_token"])
+    assert len(VARIANTS) == 8
+
+
+def test_per_token_character_and_byte_normalisations(toy):
+    text = "Ein Bär lebt im Wald."
+    ts = Scorer(toy).score([("", text)])[("", text)]
+    total = float(ts.logprobs.sum())
+    v = span_scores(text, ts, 0)
+    assert v[""] == pytest.approx(total)
+    assert v["_per_token"] == pytest.approx(total / len(ts.logprobs))
+    assert v["_per_char"] == pytest.approx(total / len(text))
+    assert v["_per_byte"] == pytest.approx(total / len(text.encode("utf-8")))
+    assert v["_per_char"] != v["_per_byte"]  # "ä" is one character, two bytes
+
+
+def test_model_info_names_the_weights_and_bad_folders_are_clear_errors(toy, toy_dir, tmp_path):
+    assert toy.info.source == "local" and toy.info.weights_sha256 == weights_sha256(toy_dir)
+    assert toy.info.toy and toy.info.n_layers == 2 and toy.info.device == "cpu" and toy.info.dtype == "float32"
+    changed = tmp_path / "changed"
+    shutil.copytree(toy_dir, changed)
+    weights = next(changed.glob("*.safetensors"))
+    weights.write_bytes(weights.read_bytes()[:-1] + b"\0")
+    assert weights_sha256(changed) != toy.info.weights_sha256
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(FileNotFoundError, match="no config.json"):
+        load_model(tmp_path / "empty")
