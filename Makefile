@@ -13,8 +13,8 @@ $(VENV)/.installed: pyproject.toml
 	$(VENV)/bin/pip install -q -e '.[test]'
 	touch $@
 
-demo: install
-	$(VENV)/bin/builder demo
+demo: install label-studio
+	$(VENV)/bin/builder demo --auto-review
 
 label-studio: install
 	$(PY) -c "from annotation.server import migrated_template; migrated_template()"

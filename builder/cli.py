@@ -276,13 +276,15 @@ def record_demo_cmd(
 
 @app.command()
 def demo(
-    workspace: Path = typer.Option(Path("demo-workspace"), "--workspace", "-w", help="A fresh folder for the demo"),
+    workspace: Path = typer.Option(Path("demo-workspace"), "--workspace", "-w", help="The demo's folder (re-running resumes)"),
+    auto_review: bool = typer.Option(False, "--auto-review", help="A scripted curator accepts every draft through Label Studio's API"),
+    model: Optional[str] = typer.Option(None, "--model", help="Evaluate this model [default: a toy trained on the spot]"),
 ) -> None:
-    """The main job on the bundled sample: init, import seeds, translate, accept, generate, status."""
+    """The main job on the bundled sample: seeds, translation, review, sentences, M2C, release, evaluation, report."""
     from builder.demo import run_demo
 
     try:
-        run_demo(workspace, out)
+        run_demo(workspace, out, auto_review=auto_review, model=model)
     except Exception as exc:  # noqa: BLE001
         _fail(exc)
 

@@ -1,7 +1,14 @@
-"""The main job on the bundled sample, end to end, in a fresh (or resumed) workspace."""
+"""The main job on the bundled sample, end to end, in a fresh (or resumed) workspace.
+
+Seeds → LLM translation → review in a local Label Studio → sentence generation → sentence review →
+M2C fills, their review and rendering → release 0.1.0 → evaluation with every method → gates → report.
+Every step resumes: a second run re-uses the workspace, the LLM cache, the release and the results.
+Without `auto_review` it stops at the first review and says how to continue.
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 from rich.console import Console
@@ -13,17 +20,30 @@ from builder.paths import sample_dir
 from builder.runner import run_stage
 from builder.seeds import import_seeds
 from builder.selection import Scope
-from builder.status import status
 from builder.translate import translate
-from builder.verify import accept
-from builder.workspace.store import init_workspace
+from builder.workspace.store import Workspace, init_workspace
 
 DEMO_TARGETS = ("ar", "ja", "ru", "vi")  # four typologies and scripts: Arabic, Japanese, Cyrillic, Latin
-DEMO_REVIEWER = "demo-curator"
+DEMO_M2C = ("en", "de", "ru", "zh")  # languages with shipped M2C templates among the demo's
+DEMO_REVIEWER = "demo-curator"  # the scripted curator's account: never a real curator's name
+DEMO_VERSION = "0.1.0"
 RECORDING_MODEL = "sample-recording"  # replies written for the sample, not a live model's
+TOY_STEPS = 600
+DEMO_METHODS = ("direct", "meta", "neuro")
 
 
-def run_demo(directory: Path, console: Console, settings: LLMSettings | None = None) -> None:
+@dataclass
+class DemoResult:
+    workspace: Path
+    finished: bool  # False: stopped at review, waiting for curators
+    release: Path | None = None
+    results: Path | None = None
+    report: Path | None = None
+    gates_passed: bool | None = None
+
+
+def run_demo(directory: Path, console: Console, settings: LLMSettings | None = None, *, auto_review: bool = False,
+             model: str | None = None, evaluate: bool = True) -> DemoResult:
     settings = settings or LLMSettings.from_env()
     source = (
         f"the recording bundled with the sample (replies written for it, recorded as model {RECORDING_MODEL})"
@@ -33,30 +53,154 @@ def run_demo(directory: Path, console: Console, settings: LLMSettings | None = N
     console.rule("[bold]builder demo")
     console.print(f"LLM replies: {source}")
     ws = init_workspace(directory)
-    console.print(f"1/6 workspace: {ws.directory.resolve()}")
+    try:
+        return _run(ws, console, settings, auto_review, model, evaluate)
+    finally:
+        ws.close()
+
+
+def _run(ws: Workspace, console: Console, settings: LLMSettings, auto_review: bool, model: str | None,
+         evaluate: bool) -> DemoResult:
+    from annotation.server import serve
+
+    where = ws.directory.resolve()
+    console.print(f" 1/10 workspace: {where}")
     s = import_seeds(ws, sample_dir() / "seeds")
-    console.print(f"2/6 seeds: {s.concepts} new concepts, {s.properties} new properties, {s.pairs} new pairs, "
+    console.print(f" 2/10 seeds: {s.concepts} new concepts, {s.properties} new properties, {s.pairs} new pairs, "
                   f"{s.seed_translations} new de/zh seed translations")
     reg = languages_mod.registry(ws)
     targets = [reg[c] for c in DEMO_TARGETS]
     scope = Scope.parse(ws, str(sample_dir() / "demo" / "properties.txt"))
-    console.print(f"3/6 translate the demo subset ({len(scope.property_ids)} properties) into {', '.join(DEMO_TARGETS)}")
+    console.print(f" 3/10 translate the demo subset ({len(scope.property_ids)} properties) into {', '.join(DEMO_TARGETS)}")
     run = run_stage(ws, settings, "translate", lambda c, p: translate(ws, c, targets, scope=scope, progress=p), console)
-    console.print(f"    proposals: {run.result.proposed}; requests sent {run.stats.sent}, from cache {run.stats.cache_hits}")
-    for lang in DEMO_TARGETS:
-        a = accept(ws, lang, reviewer=DEMO_REVIEWER)
-        console.print(f"4/6 accept {lang}: {a.accepted} accepted by {DEMO_REVIEWER}, {a.skipped_ambiguous} left ambiguous")
+    console.print(f"      proposals: {run.result.proposed}; requests sent {run.stats.sent}, from cache {run.stats.cache_hits}")
+
+    conn = serve(ws.directory, log=console.print)
+    console.print(f" 4/10 review the translations in Label Studio at {conn.url}")
+    if not _review(ws, conn, console, "translation", DEMO_TARGETS, auto_review):
+        return DemoResult(where, finished=False)
+
     gen_langs = [reg[c] for c in ("en", *languages_mod.SEED_LANGUAGES, *DEMO_TARGETS)]
-    console.print("5/6 generate sentence pairs in " + ", ".join(lang.code for lang in gen_langs))
+    console.print(" 5/10 generate sentence pairs in " + ", ".join(lang.code for lang in gen_langs))
     run = run_stage(ws, settings, "generate", lambda c, p: generate(ws, c, gen_langs, scope=scope, progress=p), console)
-    console.print(f"    generated {run.result.generated}; flagged {run.result.flagged}")
-    console.print("6/6 status (builder status):")
-    for row in status(ws, [lang.code for lang in gen_langs]):
-        tr, ge = row.translate, row.generate
-        console.print(f"    {row.lang}: translate verified {tr.verified}, proposed {tr.proposed}, flagged {tr.flagged}; "
-                      f"generate generated {ge.generated}, flagged {ge.flagged}, pending {ge.pending}")
-    console.print(f"workspace database: {(ws.directory / 'workspace.sqlite').resolve()}")
-    ws.close()
+    console.print(f"      generated {run.result.generated}; flagged {run.result.flagged}")
+    console.print(" 6/10 review the sentence pairs")
+    sentence_langs = tuple(lang.code for lang in gen_langs if lang.code != "en")
+    if not _review(ws, conn, console, "sentences", sentence_langs, auto_review):
+        return DemoResult(where, finished=False)
+
+    console.print(" 7/10 M2C: the LLM proposes inflection forms, curators verify them, templates render")
+    if not _m2c(ws, conn, console, settings, auto_review):
+        return DemoResult(where, finished=False)
+
+    release = _publish(ws, console)
+    result = DemoResult(where, finished=True, release=release)
+    if evaluate:
+        _evaluate(ws, console, release, model, result)
+    console.rule("[bold]done")
+    console.print(f"workspace:    {where / 'workspace.sqlite'}")
+    console.print(f"label studio: {conn.url} (builder review stop -w {where} stops it)")
+    console.print(f"release:      {release} (version {DEMO_VERSION})")
+    if result.report:
+        console.print(f"results:      {result.results}")
+        console.print(f"report:       {result.report}")
+        console.print(f"gates:        {'passed' if result.gates_passed else 'FAILED'}")
+    return result
+
+
+def _review(ws: Workspace, conn, console: Console, stage: str, langs: tuple[str, ...], auto_review: bool) -> bool:
+    """Push, let the scripted curator decide (with `auto_review`), pull; False while tasks wait for curators."""
+    from annotation.autoreview import accept_open_tasks
+    from annotation.review import pull, push, stage_tasks
+
+    for lang in langs:
+        s = push(ws, conn, lang, stage=stage)
+        if s.created or s.updated:
+            console.print(f"      pushed {stage} {lang}: {s.created} new, {s.updated} updated task(s)")
+    if auto_review:
+        done = sum(accept_open_tasks(ws, conn, stage, lang, DEMO_REVIEWER) for lang in langs)
+        console.print(f"      {DEMO_REVIEWER} (scripted, through the Label Studio API) accepted {done} {stage} task(s)")
+    p = pull(ws, conn)
+    console.print(f"      pulled {p.new} new annotation(s); newly verified words {p.verified}")
+    waiting = {lang: len(stage_tasks(ws, lang, stage)) for lang in langs}
+    if any(waiting.values()):
+        console.print(f"[yellow]      {sum(waiting.values())} {stage} task(s) wait for curators "
+                      f"({', '.join(f'{k} {v}' for k, v in waiting.items() if v)}).[/yellow]")
+        console.print(f"      Review them at {conn.url} (user admin@builder.local; password in "
+                      f"{ws.directory / 'label-studio' / 'password'}), then run the same command again: it pulls "
+                      "your decisions and goes on. Or run it with --auto-review.")
+        return False
+    return True
+
+
+def _m2c(ws: Workspace, conn, console: Console, settings: LLMSettings, auto_review: bool) -> bool:
+    from builder.inflect import needs, propose_forms
+    from builder.render_tests import render_tests
+
+    templates = sample_dir() / "demo" / "templates"
+    todo = needs(ws, "de", templates)
+    if todo:
+        reg = languages_mod.registry(ws)
+        run = run_stage(ws, settings, "fill", lambda c, p: propose_forms(ws, c, reg["de"], todo), console)
+        console.print(f"      de: proposed {run.result.proposed} form(s) for {run.result.lemmas} lemma(s)")
+    if not _review(ws, conn, console, "inflections", ("de",), auto_review):
+        return False
+    counts = []
+    for lang in DEMO_M2C:
+        s = render_tests(ws, lang)
+        counts.append(f"{lang} {s.tests}")
+    s = render_tests(ws, "de", root=templates)
+    counts.append(f"de (sample lexicon template) {s.tests}")
+    console.print("      rendered M2C tests: " + ", ".join(counts))
+    return True
+
+
+def _publish(ws: Workspace, console: Console) -> Path:
+    from builder.releases.publish import PublishRequest, default_target, publish
+    from builder.releases.store import ReleaseStore
+
+    target = default_target(ws)
+    if target.exists() and DEMO_VERSION in ReleaseStore(target).versions():
+        console.print(f" 8/10 release {DEMO_VERSION} exists at {target}; releases are immutable, re-using it")
+        return target
+    res = publish(ws, PublishRequest(target=target, version=DEMO_VERSION, notes="the demo's release of the bundled sample"))
+    console.print(f" 8/10 published {res.version} to {target}: " + ", ".join(f"{k} {v}" for k, v in sorted(res.counts.items())))
+    return target
+
+
+def _evaluate(ws: Workspace, console: Console, release: Path, model: str | None, result: DemoResult) -> None:
+    from evaluate.data import load_release_pairs
+    from evaluate.gates import check, load_rules, verdict
+    from evaluate.methods import resolve
+    from evaluate.models import load_model
+    from evaluate.report import build_report
+    from evaluate.run import run_evaluation
+    from evaluate.toy import judgement_corpus, train_toy
+
+    pairs, info = load_release_pairs(release, DEMO_VERSION)
+    if model is None:
+        toy = ws.directory / "toy-model"
+        if not (toy / "config.json").is_file():
+            console.print(f" 9/10 train a toy model on the release's sentences ({TOY_STEPS} steps, a toy: labelled so)")
+            train_toy(judgement_corpus(pairs), toy, steps=TOY_STEPS)
+        model = str(toy)
+    loaded = load_model(model)
+    out = ws.directory / "eval" / DEMO_VERSION
+    methods = resolve(list(DEMO_METHODS))
+    console.print(f" 9/10 evaluate {loaded.info.name} on {len(pairs)} pairs with {', '.join(m.name for m in methods)} "
+                  f"({loaded.info.device}, {loaded.info.dtype})")
+    results = run_evaluation(pairs, info, loaded, methods, out)
+    checks = check(results, load_rules())
+    result.gates_passed = verdict(checks) != "fail"
+    failed = [c for c in checks if not c.passed]
+    console.print(f"10/10 gates: {len(checks) - len(failed)} passed, {len(failed)} failed")
+    for c in failed[:5]:
+        console.print(f"      FAIL {c.method}/{c.variant} {c.lang} {c.negative_type}: {'; '.join(c.failures)}")
+    if len(failed) > 5:
+        console.print(f"      … and {len(failed) - 5} more: builder eval gate {out}")
+    rep = build_report(out)
+    result.results, result.report = out, rep.html
+    console.print(f"      report with {len(rep.plots)} figures: {rep.html}")
 
 
 def record_demo(out_path: Path, console: Console) -> int:
@@ -64,6 +208,7 @@ def record_demo(out_path: Path, console: Console) -> int:
     sample's answer files, then export the cache as the bundled recording (a maintainer's tool)."""
     import tempfile
 
+    from annotation.server import stop
     from builder.llm.recording import export_recording
     from builder.llm.standin import Lexicon, StandinServer
     from builder.workspace.store import open_workspace
@@ -71,7 +216,10 @@ def record_demo(out_path: Path, console: Console) -> int:
     lexicon = Lexicon.from_answers(sample_dir() / "demo" / "answers")
     with tempfile.TemporaryDirectory() as tmp, StandinServer(lexicon, model=RECORDING_MODEL) as server:
         settings = LLMSettings(base_url=server.base_url, api_key="recording", mode="api")
-        run_demo(Path(tmp) / "ws", console, settings)
+        try:
+            run_demo(Path(tmp) / "ws", console, settings, auto_review=True, evaluate=False)
+        finally:
+            stop(Path(tmp) / "ws")
         ws = open_workspace(Path(tmp) / "ws")
         n = export_recording(ws, out_path)
         ws.close()

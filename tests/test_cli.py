@@ -8,6 +8,7 @@ import sys
 from sqlalchemy import select
 from typer.testing import CliRunner
 
+from builder import releases
 from builder.cli import app
 from builder.paths import sample_dir
 from builder.workspace import schema as t
@@ -20,28 +21,48 @@ def cli(*args, env=None):
     return runner.invoke(app, list(args), env=env, catch_exceptions=False)
 
 
-def test_demo_replays_the_recording_end_to_end(tmp_path):
-    """The main job with no endpoint configured: every LLM reply comes from the bundled recording."""
+def _demo(tmp_path, *flags):
     env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
-    proc = subprocess.run([sys.executable, "-m", "builder.cli", "demo", "-w", str(tmp_path / "demo")],
-                          env=env, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr
-    assert "the recording bundled with the sample" in proc.stdout
-    ws = open_workspace(tmp_path / "demo")
-    calls = ws.rows(select(t.llm_calls.c.source))
-    assert calls and {c["source"] for c in calls} == {"recording"}
-    rows = ws.rows(select(t.sentence_pairs.c.lang, t.sentence_pairs.c.status, t.sentence_pairs.c.pair_id))
-    langs = {r["lang"] for r in rows}
-    assert langs == {"en", "de", "zh", "ar", "ja", "ru", "vi"}
-    per_lang = {lang: {r["pair_id"] for r in rows if r["lang"] == lang} for lang in langs}
-    assert len({frozenset(v) for v in per_lang.values()}) == 1  # parallel items join on pair id
-    n_props = len([ln for ln in (sample_dir() / "demo" / "properties.txt").read_text().splitlines() if ln.strip()])
-    assert n_props >= 15 and all(r["status"] == "generated" for r in rows)
-    # Resuming the finished demo costs nothing and changes nothing.
-    again = subprocess.run([sys.executable, "-m", "builder.cli", "demo", "-w", str(tmp_path / "demo")],
-                           env=env, capture_output=True, text=True, timeout=300)
-    assert again.returncode == 0
-    assert len(ws.rows(select(t.llm_calls.c.id))) == len(calls)
+    return subprocess.run([sys.executable, "-m", "builder.cli", "demo", "-w", str(tmp_path / "demo"), *flags],
+                          env=env, capture_output=True, text=True, timeout=900)
+
+
+def test_demo_stops_at_review_then_runs_the_whole_loop_on_the_recording(tmp_path):
+    """The main job with no endpoint configured: every LLM reply comes from the bundled recording."""
+    try:
+        first = _demo(tmp_path)  # no --auto-review: it stops where curators must act, and says how to go on
+        assert first.returncode == 0, first.stderr
+        assert "the recording bundled with the sample" in first.stdout and "wait for curators" in first.stdout
+        assert not (tmp_path / "demo" / "releases").exists()
+        done = _demo(tmp_path, "--auto-review")
+        assert done.returncode == 0, done.stderr
+        ws = open_workspace(tmp_path / "demo")
+        calls = ws.rows(select(t.llm_calls.c.source, t.llm_calls.c.stage))
+        assert calls and {c["source"] for c in calls} == {"recording"}
+        assert {c["stage"] for c in calls} >= {"translate", "generate", "fill"}
+        words = ws.rows(select(t.verified_words.c.reviewer).where(t.verified_words.c.origin == "review"))
+        assert words and {w["reviewer"] for w in words} == {"demo-curator@builder.local"}
+        rows = ws.rows(select(t.sentence_pairs.c.lang, t.sentence_pairs.c.pair_id))
+        per_lang = {lang: {r["pair_id"] for r in rows if r["lang"] == lang} for lang in {r["lang"] for r in rows}}
+        assert set(per_lang) == {"en", "de", "zh", "ar", "ja", "ru", "vi"}
+        assert len({frozenset(v) for v in per_lang.values()}) == 1  # parallel items join on pair id
+        release = tmp_path / "demo" / "releases"
+        configs = releases.configs(release, "0.1.0")
+        assert set(per_lang) <= set(configs) and {"m2c_de", "m2c_ru", "m2c_zh", "m2c_en"} <= set(configs)
+        assert len(releases.load(release, "0.1.0", "ar")) == len(per_lang["ar"])
+        report = tmp_path / "demo" / "eval" / "0.1.0" / "report.html"
+        assert "report:" in done.stdout and "report.html" in done.stdout
+        html = report.read_text(encoding="utf-8")
+        assert "toy model" in html
+        plots = sorted((report.parent / "plots").glob("*.png"))
+        assert len(plots) >= 5 and all(p.stat().st_size > 1000 for p in plots)
+        # Resuming the finished demo costs nothing and changes nothing.
+        again = _demo(tmp_path, "--auto-review")
+        assert again.returncode == 0 and "re-using it" in again.stdout
+        assert len(ws.rows(select(t.llm_calls.c.id))) == len(calls)
+    finally:
+        subprocess.run([sys.executable, "-m", "builder.cli", "review", "stop", "-w", str(tmp_path / "demo")],
+                       capture_output=True, timeout=60)
 
 
 def test_status_json_counts_per_language_and_stage(tmp_path):

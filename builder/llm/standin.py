@@ -54,6 +54,8 @@ class Lexicon:
                 rec = json.loads(line)
                 if rec["type"] == "translation":
                     lex.translations[(lang, rec["kind"], rec["english"])] = rec
+                elif rec["type"] == "inflection":
+                    lex.inflections[(lang, rec["lemma"], rec["features"])] = rec["form"]
                 else:
                     lex.sentences[(lang, rec["property"], rec["concept"])] = rec
         return lex
