@@ -13,13 +13,11 @@ from pathlib import Path
 
 import pytest
 import torch
-from rich.console import Console
 from transformers.modeling_outputs import CausalLMOutput
 
-from builder.demo import run_demo
-from builder.llm.config import LLMSettings
 from builder.releases.publish import PublishRequest, publish
 from builder.workspace.store import open_workspace
+from sample_workspace import build_sample_workspace
 from evaluate.data import load_release_pairs
 from evaluate.models import LoadedModel, ModelInfo, load_model
 from evaluate.toy import judgement_corpus, train_toy
@@ -32,7 +30,7 @@ VERSION = "1.0.0"
 @pytest.fixture(scope="session")
 def release(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("eval-release")
-    run_demo(root / "ws", Console(quiet=True), LLMSettings.from_env())
+    build_sample_workspace(root / "ws")
     ws = open_workspace(root / "ws")
     try:
         publish(ws, PublishRequest(target=root / "releases", version=VERSION))

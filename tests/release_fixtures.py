@@ -12,17 +12,15 @@ from pathlib import Path
 
 import datasets
 import pytest
-from rich.console import Console
 
-from builder.demo import run_demo
-from builder.llm.config import LLMSettings
 from builder.workspace.store import open_workspace
+from sample_workspace import build_sample_workspace
 
 
 @pytest.fixture(scope="session")
 def demo_template(tmp_path_factory) -> Path:
     directory = tmp_path_factory.mktemp("demo") / "ws"
-    run_demo(directory, Console(quiet=True), LLMSettings.from_env())
+    build_sample_workspace(directory)
     return directory
 
 

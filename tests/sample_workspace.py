@@ -1,0 +1,44 @@
+"""The demo's data built by the real stages without Label Studio, for fixtures that need a workspace.
+
+Seeds, translation replayed from the bundled recording, verification with `builder accept` (the
+review route that needs no server), and sentence generation: the same words and sentences the demo
+produces, in seconds.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.console import Console
+
+from builder import languages
+from builder.demo import DEMO_TARGETS
+from builder.generate import generate
+from builder.llm.config import LLMSettings
+from builder.paths import sample_dir
+from builder.runner import run_stage
+from builder.seeds import import_seeds
+from builder.selection import Scope
+from builder.translate import translate
+from builder.verify import accept
+from builder.workspace.store import init_workspace
+
+REVIEWER = "demo-curator"
+
+
+def build_sample_workspace(directory: Path) -> Path:
+    settings, quiet = LLMSettings.from_env(), Console(quiet=True)
+    ws = init_workspace(directory)
+    try:
+        import_seeds(ws, sample_dir() / "seeds")
+        reg = languages.registry(ws)
+        scope = Scope.parse(ws, str(sample_dir() / "demo" / "properties.txt"))
+        targets = [reg[c] for c in DEMO_TARGETS]
+        run_stage(ws, settings, "translate", lambda c, p: translate(ws, c, targets, scope=scope), quiet)
+        for code in DEMO_TARGETS:
+            accept(ws, code, reviewer=REVIEWER)
+        gen = [reg[c] for c in ("en", *languages.SEED_LANGUAGES, *DEMO_TARGETS)]
+        run_stage(ws, settings, "generate", lambda c, p: generate(ws, c, gen, scope=scope), quiet)
+    finally:
+        ws.close()
+    return directory
