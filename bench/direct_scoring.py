@@ -19,7 +19,11 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from minicons.scorer import IncrementalLMScorer
+
+try:
+    from minicons.scorer import IncrementalLMScorer
+except ImportError:
+    raise SystemExit("bench/direct_scoring.py compares with minicons, which is not a project dependency: pip install minicons")
 
 from builder.languages import registry
 from evaluate.direct import Direct

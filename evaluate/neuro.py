@@ -1,8 +1,9 @@
 """Neuro: is acceptability linearly decodable from the model's hidden states (XCOMPS §4.2, §5.2)?
 
 Each unique sentence's last-token state (or mean over its tokens) of every layer, embeddings
-included as layer 0, is streamed to disk as float16, one file per layer, appended batch by batch:
-memory holds one batch during extraction and one probe's rows during probing, never all layers.
+included as layer 0, is streamed to disk as float16, one file per layer, appended batch by batch,
+one language at a time (the disk holds one language's states): memory holds one batch during
+extraction and, during probing, the rows of the probes running at once, never all layers.
 
 A logistic-regression probe per language x negative type x layer separates acceptable from
 unacceptable sentences, with k-fold cross-validation grouped so that both sentences of a pair stay
@@ -58,9 +59,6 @@ class HiddenStore:
 
     def path(self, layer: int) -> Path:
         return self.directory / f"layer_{layer:03d}.f16"
-
-    def layer_bytes(self) -> int:
-        return len(self.texts) * self.hidden * 2
 
     def read(self, layer: int, rows: np.ndarray) -> np.ndarray:
         """float32 copy of the given rows of one layer, read through small windows of the file."""
