@@ -50,14 +50,15 @@ def span_scores(text: str, ts: TokenScores, start: int | None) -> dict[str, floa
 
 def pair_scores(pairs: pd.DataFrame, scores: dict[tuple[str, str], TokenScores]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """Per variant, the acceptable and unacceptable sentence's scores for each pair row."""
+    full = {t: span_scores(t, ts, 0) for (_, t), ts in scores.items()}
     out = {v: (np.empty(len(pairs)), np.empty(len(pairs))) for v in VARIANTS}
     for i, (a, b) in enumerate(zip(pairs["acceptable_sentence"], pairs["unacceptable_sentence"])):
         sa, sb = scores[("", a)], scores[("", b)]
         cut = shared_continuation(a, sa, b, sb)
-        for span, (fa, fb) in (("full", (span_scores(a, sa, 0), span_scores(b, sb, 0))),
-                               ("conditional", (span_scores(a, sa, cut and cut[0]), span_scores(b, sb, cut and cut[1])))):
-            for norm in NORMS:
-                out[span + norm][0][i], out[span + norm][1][i] = fa[norm], fb[norm]
+        ca, cb = (span_scores(a, sa, cut[0]), span_scores(b, sb, cut[1])) if cut else (span_scores(a, sa, None),) * 2
+        for norm in NORMS:
+            out["full" + norm][0][i], out["full" + norm][1][i] = full[a][norm], full[b][norm]
+            out["conditional" + norm][0][i], out["conditional" + norm][1][i] = ca[norm], cb[norm]
     return out
 
 
@@ -68,8 +69,7 @@ class Direct:
     def run(self, ctx: Context, pairs: pd.DataFrame) -> MethodOutput:
         sentences = pd.unique(pd.concat([pairs["acceptable_sentence"], pairs["unacceptable_sentence"]]))
         scored = ctx.scorer.score([("", s) for s in sentences], lambda d, t: ctx.progress("direct: sentences", d, t))
-        per_variant = pair_scores(pairs, scored)
-        items = pd.concat([item_frame(pairs, self.name, v, *per_variant[v]) for v in VARIANTS], ignore_index=True)
+        items = item_frame(pairs, self.name, pair_scores(pairs, scored))
         return MethodOutput(items, accuracy_scores(items))
 
 

@@ -58,11 +58,10 @@ class Meta:
         def total(prompt: str, word: str) -> float:
             return float(scored[(prompt, word)].logprobs.sum())
 
-        frames = [item_frame(pairs, self.name, order,
-                             [total(p, a) for p, a in zip(by_order[order], pairs["acceptable_concept"])],
-                             [total(p, u) for p, u in zip(by_order[order], pairs["unacceptable_concept"])])
-                  for order in ORDERS]
-        items = pd.concat(frames, ignore_index=True)
+        items = item_frame(pairs, self.name, {
+            order: ([total(p, a) for p, a in zip(by_order[order], pairs["acceptable_concept"])],
+                    [total(p, u) for p, u in zip(by_order[order], pairs["unacceptable_concept"])])
+            for order in ORDERS})
         scores = accuracy_scores(items)
         return MethodOutput(items, scores + order_scores(scores))
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, Protocol
 
+import numpy as np
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -104,12 +105,15 @@ def resolve(names: str | list[str]) -> list[Method]:
     return [known[n] for n in dict.fromkeys(wanted)]
 
 
-def item_frame(pairs: pd.DataFrame, method: str, variant: str, acc, unacc) -> pd.DataFrame:
-    """Item rows of one variant; `correct` means the acceptable side scored strictly higher."""
-    df = pairs[["pair_id", "lang", "property_id", "negative_type"]].reset_index(drop=True).copy()
-    df["method"], df["variant"] = method, variant
-    df["score_acceptable"] = pd.Series(acc, dtype="float64").to_numpy()
-    df["score_unacceptable"] = pd.Series(unacc, dtype="float64").to_numpy()
+def item_frame(pairs: pd.DataFrame, method: str, variants: dict[str, tuple]) -> pd.DataFrame:
+    """Item rows, variant after variant; `correct` means the acceptable side scored strictly higher."""
+    base = pairs[["pair_id", "lang", "property_id", "negative_type"]]
+    k = len(variants)
+    df = pd.DataFrame({c: np.tile(base[c].to_numpy(), k) for c in base.columns})
+    df["method"] = method
+    df["variant"] = np.repeat(list(variants), len(base))
+    df["score_acceptable"] = np.concatenate([np.asarray(a, dtype=np.float64) for a, _ in variants.values()])
+    df["score_unacceptable"] = np.concatenate([np.asarray(u, dtype=np.float64) for _, u in variants.values()])
     df["correct"] = df["score_acceptable"] > df["score_unacceptable"]
     return df[list(ITEM_COLUMNS)]
 
@@ -119,13 +123,12 @@ def accuracy_scores(items: pd.DataFrame) -> list[Score]:
 
     Items whose score is undefined (NaN) are left out and counted in `extra.undefined`.
     """
-    scores = []
     defined = items["score_acceptable"].notna() & items["score_unacceptable"].notna()
-    items = items.assign(_defined=defined)
-    for keys, grp in [*items.groupby(["method", "variant", "lang", "negative_type"]),
-                      *((k + (ALL,), g) for k, g in items.groupby(["method", "variant", "lang"]))]:
-        ok = grp[grp["_defined"]]
-        if len(ok):
-            scores.append(Score(method=keys[0], variant=keys[1], lang=keys[2], negative_type=keys[3], metric="accuracy",
-                                value=float(ok["correct"].mean()), n=len(ok), extra={"undefined": int((~grp["_defined"]).sum())}))
-    return scores
+    df = items.assign(defined=defined, hit=items["correct"] & defined)
+    keys = ["method", "variant", "lang"]
+    per_type = df.groupby([*keys, "negative_type"]).agg(n=("defined", "sum"), hits=("hit", "sum"), rows=("hit", "size"))
+    overall = df.groupby(keys).agg(n=("defined", "sum"), hits=("hit", "sum"), rows=("hit", "size"))
+    overall = overall.assign(negative_type=ALL).set_index("negative_type", append=True)
+    return [Score(method=m, variant=v, lang=lang, negative_type=neg, metric="accuracy", value=r.hits / r.n, n=int(r.n),
+                  extra={"undefined": int(r.rows - r.n)})
+            for (m, v, lang, neg), r in pd.concat([per_type, overall]).iterrows() if r.n > 0]

@@ -22,6 +22,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenize
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 DTYPE_ALIASES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16", "half": "float16"}
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth")
+CPU_BATCH_BYTES = 1 << 30
 
 
 class Capabilities(BaseModel):
@@ -65,20 +66,20 @@ def choose_dtype(requested: str | None, device: str, caps: Capabilities) -> str:
 
 def choose_batch_size(requested: int | None, device: str, caps: Capabilities, *, vocab_size: int, hidden_size: int,
                       n_layers: int, model_bytes: int, max_tokens: int = 64) -> int:
-    """Sentences per forward pass: on a GPU as many as half the free memory holds after the model.
+    """Sentences per forward pass: as many as the activation budget holds (at most 512 on a GPU).
 
-    Per sentence the pass keeps float32 logits (tokens x vocab) and, when probing, every layer's
-    hidden states (tokens x hidden x layers); CPUs gain nothing beyond a modest batch.
+    Per sentence a pass keeps float32 logits twice (logits, log-softmax: tokens x vocab) and, when
+    probing, every layer's hidden states (tokens x hidden x layers). The budget is half the free
+    GPU memory after the model, or 1 GiB on a CPU, where batches beyond 64 only add padding.
     """
     if requested:
         if requested < 1:
             raise ValueError(f"--batch-size must be at least 1, not {requested}")
         return requested
-    if not device.startswith("cuda"):
-        return 32
     per_sentence = max_tokens * (vocab_size * 4 * 2 + hidden_size * (n_layers + 1) * 2)
-    free = max(caps.cuda_free_bytes - model_bytes, 0)
-    return int(min(max(free // 2 // per_sentence, 1), 512))
+    if device.startswith("cuda"):
+        return int(min(max((caps.cuda_free_bytes - model_bytes) // 2 // per_sentence, 1), 512))
+    return int(min(max(CPU_BATCH_BYTES // per_sentence, 1), 64))
 
 
 class ModelInfo(BaseModel):

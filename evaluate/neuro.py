@@ -1,8 +1,9 @@
 """Neuro: is acceptability linearly decodable from the model's hidden states (XCOMPS §4.2, §5.2)?
 
 Each unique sentence's last-token state (or mean over its tokens) of every layer, embeddings
-included as layer 0, is streamed to disk as float16, one file per layer, appended batch by batch:
-memory holds one batch during extraction and one probe's rows during probing, never all layers.
+included as layer 0, is streamed to disk as float16, one file per layer, appended batch by batch,
+one language at a time (the disk holds one language's states): memory holds one batch during
+extraction and, during probing, the rows of the probes running at once, never all layers.
 
 A logistic-regression probe per language x negative type x layer separates acceptable from
 unacceptable sentences, with k-fold cross-validation grouped so that both sentences of a pair stay
@@ -38,9 +39,9 @@ from threadpoolctl import threadpool_limits
 
 from evaluate.methods import ALL, Context, EvalOptions, MethodOutput, Score, item_frame, register
 from evaluate.models import LoadedModel, random_control
-from evaluate.scoring import Scorer, length_batches, pad_batch
+from evaluate.scoring import ENCODE_CHUNK, Scorer, length_batches, pad_batch
 
-READ_CHUNK_ROWS = 4096
+CHUNK_BYTES = 1 << 20  # working buffers of reads and standardisation stay this small
 
 
 @dataclass
@@ -59,15 +60,13 @@ class HiddenStore:
     def path(self, layer: int) -> Path:
         return self.directory / f"layer_{layer:03d}.f16"
 
-    def layer_bytes(self) -> int:
-        return len(self.texts) * self.hidden * 2
-
     def read(self, layer: int, rows: np.ndarray) -> np.ndarray:
         """float32 copy of the given rows of one layer, read through small windows of the file."""
         out = np.empty((len(rows), self.hidden), dtype=np.float32)
         order = np.argsort(rows, kind="stable")
-        for i in range(0, len(rows), READ_CHUNK_ROWS):
-            idx = order[i : i + READ_CHUNK_ROWS]
+        step = max(1, CHUNK_BYTES // (self.hidden * 2))
+        for i in range(0, len(rows), step):
+            idx = order[i : i + step]
             lo, hi = int(rows[idx[0]]), int(rows[idx[-1]]) + 1
             window = np.memmap(self.path(layer), dtype=np.float16, mode="r", offset=lo * self.hidden * 2, shape=(hi - lo, self.hidden))
             out[idx] = window[rows[idx] - lo]
@@ -93,8 +92,10 @@ def extract_hidden(loaded: LoadedModel, scorer: Scorer, texts: list[str], direct
         if meta["fingerprint"] == fingerprint:
             return HiddenStore(directory, meta["texts"], meta["n_layers"], meta["hidden"])
         marker.unlink()
-    ids = [scorer.prefix() + s for s in scorer.encode(texts)]
-    skip = len(scorer.prefix())
+    prefix = scorer.prefix()
+    ids = [np.asarray(prefix + s, dtype=np.int32) for i in range(0, len(texts), ENCODE_CHUNK)
+           for s in scorer.encode(texts[i : i + ENCODE_CHUNK])]
+    skip = len(prefix)
     n_layers, hidden = loaded.model.config.num_hidden_layers + 1, loaded.model.config.hidden_size
     order: list[int] = []
     files = [open(directory / f"layer_{layer:03d}.f16", "wb") for layer in range(n_layers)]
@@ -117,21 +118,25 @@ def extract_hidden(loaded: LoadedModel, scorer: Scorer, texts: list[str], direct
     return HiddenStore(directory, ordered, n_layers, hidden)
 
 
-def _pooled_states(loaded: LoadedModel, seqs: list[list[int]], pad_id: int, skip: int, pooling: str) -> np.ndarray:
-    """[layers, batch, hidden] float16: the last token's state, or the mean over the text's own tokens."""
+def _pooled_states(loaded: LoadedModel, seqs: list, pad_id: int, skip: int, pooling: str) -> np.ndarray:
+    """[layers, batch, hidden] float16: the last token's state, or the mean over the text's own tokens.
+
+    The base model runs without its language-model head: logits (tokens x vocabulary) would be the
+    largest activation of all and probes never read them.
+    """
     ids, mask = pad_batch(seqs, pad_id)
     ids, mask = ids.to(loaded.device), mask.to(loaded.device)
     with torch.inference_mode():
-        states = torch.stack(loaded.model(input_ids=ids, attention_mask=mask, output_hidden_states=True).hidden_states)
-        lengths = mask.sum(1)
+        states = loaded.model.base_model(input_ids=ids, attention_mask=mask, output_hidden_states=True).hidden_states
         if pooling == "last":
-            pooled = states[:, torch.arange(len(seqs), device=ids.device), lengths - 1]
+            rows, last = torch.arange(len(seqs), device=ids.device), mask.sum(1) - 1
+            pooled = [h[rows, last] for h in states]
         else:
             own = mask.clone()
             own[:, :skip] = 0
-            w = (own / own.sum(1, keepdim=True).clamp(min=1)).to(states.dtype)
-            pooled = torch.einsum("lbth,bt->lbh", states, w)
-    return pooled.to(torch.float16).cpu().numpy()
+            w = (own / own.sum(1, keepdim=True).clamp(min=1)).to(states[0].dtype)
+            pooled = [torch.einsum("bth,bt->bh", h, w) for h in states]
+    return torch.stack(pooled).to(torch.float16).cpu().numpy()
 
 
 @dataclass
@@ -181,13 +186,28 @@ def probe_sets(pairs: pd.DataFrame, row_of: dict[str, int], group_by: str = "pai
     return sets
 
 
+def standardise_(X: np.ndarray) -> None:
+    """Zero mean, unit variance per column, in place and without a temporary the size of X."""
+    mean = np.zeros(X.shape[1])
+    sq = np.zeros(X.shape[1])
+    step = max(1, CHUNK_BYTES // (X.shape[1] * 8))
+    for i in range(0, len(X), step):
+        chunk = X[i : i + step].astype(np.float64)
+        mean += chunk.sum(0)
+        sq += (chunk * chunk).sum(0)
+    mean /= len(X)
+    std = np.sqrt(np.maximum(sq / len(X) - mean * mean, 0.0)) + 1e-6
+    for i in range(0, len(X), step):
+        X[i : i + step] -= mean.astype(X.dtype)
+        X[i : i + step] /= std.astype(X.dtype)
+
+
 def fit_probe(X: np.ndarray, ps: ProbeSet, *, folds: int, C: float) -> tuple[np.ndarray, np.ndarray]:
     """Per-fold F1 (weighted by pair use) and each sample's held-out decision value. Standardises X in place."""
     n_groups = len(np.unique(ps.groups))
     if n_groups < 2:
         raise ValueError(f"neuro {ps.lang}/{ps.negative_type}: {n_groups} group(s); cross-validation needs at least 2")
-    X -= X.mean(0)
-    X /= X.std(0) + 1e-6
+    standardise_(X)
     f1s, decision = [], np.zeros(len(ps.labels))
     for _, test in GroupKFold(n_splits=min(folds, n_groups)).split(X, ps.labels, ps.groups):
         w = ps.weights.copy()
@@ -245,7 +265,7 @@ def summarise(results: list[ProbeResult], pairs: pd.DataFrame) -> MethodOutput:
         scores.append(Score(method="neuro", variant=tag, lang=lang, negative_type=neg, metric="f1", value=float(r.f1.mean()),
                             n=len(r.ps.pair_index), extra={"peak_layer": r.layer, "f1_std": float(r.f1.std())}))
         sub = pairs.loc[r.ps.pair_index]
-        frames.append(item_frame(sub, "neuro", tag, r.decision[r.ps.pair_samples[:, 0]], r.decision[r.ps.pair_samples[:, 1]]))
+        frames.append(item_frame(sub, "neuro", {tag: (r.decision[r.ps.pair_samples[:, 0]], r.decision[r.ps.pair_samples[:, 1]])}))
     for (tag, lang), grp in pd.DataFrame([s.model_dump() for s in scores]).groupby(["variant", "lang"]):
         scores.append(Score(method="neuro", variant=tag, lang=lang, negative_type=ALL, metric="f1",
                             value=float(grp["value"].mean()), n=int(grp["n"].sum()),

@@ -24,6 +24,7 @@ from evaluate.models import LoadedModel
 
 BosPolicy = Literal["auto", "bos", "eos", "none"]
 ProgressFn = Callable[[int, int], None]  # (done, total)
+ENCODE_CHUNK = 1024
 
 
 class ScoringSetup(BaseModel):
@@ -87,7 +88,10 @@ class Scorer:
         self.pad_id = tok.pad_token_id if tok.pad_token_id is not None else (tok.eos_token_id or 0)
 
     def encode(self, texts: Sequence[str]) -> list[list[int]]:
-        return self.loaded.tokenizer(list(texts), add_special_tokens=False)["input_ids"] if texts else []
+        """Token ids without special tokens, in chunks: a tokenizer's full encodings of every text at once are large."""
+        tok, texts = self.loaded.tokenizer, list(texts)
+        return [ids for i in range(0, len(texts), ENCODE_CHUNK)
+                for ids in tok(texts[i : i + ENCODE_CHUNK], add_special_tokens=False)["input_ids"]]
 
     def prefix(self) -> list[int]:
         return [self.bos_id] if self.bos_id is not None else []

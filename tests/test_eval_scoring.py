@@ -104,7 +104,8 @@ def test_device_dtype_and_batch_size_choices():
     small = choose_batch_size(None, "cuda", Capabilities(cuda=True, cuda_free_bytes=24 * 2**30), **llama8b)
     assert 1 <= small < big <= 512
     assert choose_batch_size(None, "cuda", Capabilities(cuda=True, cuda_free_bytes=10 * 2**30), **llama8b) == 1
-    assert choose_batch_size(None, "cpu", cpu, **llama8b) == 32
+    assert choose_batch_size(None, "cpu", cpu, **llama8b) == 12  # 1 GiB of logits on a CPU
+    assert choose_batch_size(None, "cpu", cpu, vocab_size=512, hidden_size=64, n_layers=2, model_bytes=10**6) == 64
     assert choose_batch_size(7, "cuda", gpu, **llama8b) == 7
 
 
