@@ -97,7 +97,8 @@ def register(method: Method) -> Method:
 def registry() -> dict[str, Method]:
     for module in MODULES:
         importlib.import_module(module)
-    return dict(_REGISTRY)
+    rank = {m: i for i, m in enumerate(MODULES)}  # listed in MODULES order, whatever was imported first
+    return dict(sorted(_REGISTRY.items(), key=lambda kv: rank.get(type(kv[1]).__module__, len(rank))))
 
 
 def resolve(names: str | list[str]) -> list[Method]:
