@@ -24,8 +24,10 @@ def _fail(exc: Exception) -> None:
 def run(
     release: str = typer.Option(..., "--release", help="Release source: a local release folder or a Hub dataset id"),
     version: str = typer.Option("latest", "--version", help="X.Y.Z or latest"),
-    model: str = typer.Option(..., "--model", help="A local model folder or a Hub model id"),
-    methods: str = typer.Option("direct,meta,neuro", "--methods", help="Comma-separated methods"),
+    model: str = typer.Option(..., "--model", help="A local model folder or a Hub model id; with --endpoint, the served model's name"),
+    endpoint: Optional[str] = typer.Option(None, "--endpoint", help="OpenAI-compatible base URL (API, vLLM server); the key comes from OPENAI_API_KEY"),
+    concurrency: int = typer.Option(16, "--concurrency", min=1, help="Requests in flight at once to --endpoint"),
+    methods: str = typer.Option("direct,meta,neuro", "--methods", help="Comma-separated: direct, meta, neuro, consistency, selftranslate, m2c"),
     langs: Optional[str] = typer.Option(None, "--langs", help="Comma-separated languages [default: all in the release]"),
     device: Optional[str] = typer.Option(None, "--device", help="cpu, cuda, cuda:1, mps [default: the best available]"),
     dtype: Optional[str] = typer.Option(None, "--dtype", help="float32, bfloat16, float16 [default: bf16/fp16 on GPU, fp32 on CPU]"),
@@ -39,7 +41,10 @@ def run(
     report: bool = typer.Option(True, "--report/--no-report", help="Write the report after the run"),
 ) -> None:
     """Run methods on a released version; writes results.parquet, summary.json and the report to --out."""
-    from evaluate.data import load_release_pairs
+    import os
+
+    from builder.llm.config import LLMSettings
+    from evaluate.data import load_release_m2c, load_release_pairs
     from evaluate.methods import EvalOptions, resolve
     from evaluate.models import load_model
     from evaluate.run import run_evaluation
@@ -47,12 +52,23 @@ def run(
     try:
         chosen = resolve(methods)
         options = EvalOptions(bos_policy=bos, probe_pooling=probe_pooling, probe_groups=probe_groups, probe_jobs=probe_jobs)
-        pairs, info = load_release_pairs(release, version, [x.strip() for x in langs.split(",")] if langs else None)
-        loaded = load_model(model, device=device, dtype=dtype, batch_size=batch_size, revision=revision)
+        wanted = [x.strip() for x in langs.split(",")] if langs else None
+        pairs, info = load_release_pairs(release, version, wanted)
+        m2c = None
+        if any(m.name == "m2c" for m in chosen):
+            m2c, m2c_configs = load_release_m2c(release, version, wanted)
+            info = info.model_copy(update={"configs": info.configs + m2c_configs})
+        if endpoint:
+            loaded, settings = None, LLMSettings(base_url=endpoint, api_key=os.environ.get("OPENAI_API_KEY") or "not-needed",
+                                                 model=model, concurrency=concurrency)
+            where = f"endpoint {endpoint} (concurrency {concurrency})"
+        else:
+            loaded, settings = load_model(model, device=device, dtype=dtype, batch_size=batch_size, revision=revision), None
+            where = f"{loaded.info.device} ({loaded.info.dtype}, batch {loaded.info.batch_size})"
     except Exception as exc:  # noqa: BLE001 - every bad input ends as one clear line
         _fail(exc)
-    err.print(f"{len(pairs)} pairs in {', '.join(info.configs)} from {info.source} {info.version}; model {loaded.info.name} "
-              f"on {loaded.info.device} ({loaded.info.dtype}, batch {loaded.info.batch_size})", highlight=False)
+    err.print(f"{len(pairs)} pairs{f' and {len(m2c)} M2C tests' if m2c is not None else ''} in {', '.join(info.configs)} "
+              f"from {info.source} {info.version}; model {model} on {where}", highlight=False)
     with bars.Progress(bars.TextColumn("[bold]{task.description}"), bars.BarColumn(), bars.MofNCompleteColumn(),
                        bars.TimeElapsedColumn(), console=err) as bar:
         tasks: dict[str, int] = {}
@@ -63,7 +79,7 @@ def run(
             bar.update(tasks[task], completed=done, total=total)
 
         try:
-            results = run_evaluation(pairs, info, loaded, chosen, out_dir, options, progress)
+            results = run_evaluation(pairs, info, loaded, chosen, out_dir, options, progress, m2c=m2c, endpoint=settings)
         except Exception as exc:  # noqa: BLE001
             _fail(exc)
     _print_headline(results)

@@ -68,3 +68,25 @@ def load_release_pairs(source: str | Path, version: str, langs: list[str] | None
                        manifest_sha256=manifest_sha256(manifest), configs=list(chosen),
                        release_code_version=manifest.get("code_version"))
     return pairs, info
+
+
+M2C_COLUMNS = ("test_id", "lang", "capability", "template_id", "context", "question", "answer", "alternatives", "answer_forms")
+
+
+def load_release_m2c(source: str | Path, version: str, langs: list[str] | None = None) -> tuple[pd.DataFrame, list[str]]:
+    """The M2C tests (configs m2c_<lang>) of exactly that version for `langs` (all when None), and their configs."""
+    from builder import releases
+
+    available = [c for c in releases.configs(source, version) if c.startswith("m2c_")]
+    chosen = [c for c in available if langs is None or c.removeprefix("m2c_") in langs]
+    if not chosen:
+        raise PairsError(f"release {source} {version}: no M2C tests{' for ' + ', '.join(langs) if langs else ''} "
+                         f"(configs m2c_<lang>: {', '.join(available) or 'none'})")
+    frames = []
+    for config in chosen:
+        df = releases.load(source, version, config).to_pandas()
+        missing = [c for c in M2C_COLUMNS if c not in df.columns]
+        if missing:
+            raise PairsError(f"release {source} {version} config {config}: missing column(s) {', '.join(missing)}")
+        frames.append(df[list(M2C_COLUMNS)])
+    return pd.concat(frames, ignore_index=True), chosen

@@ -95,9 +95,14 @@ class Check(BaseModel):
         return not self.failures
 
 
+LOWER_IS_BETTER = ("morph_error_share", "invalid_share")
+
+
 def regression(metric: str, previous: float, current: float) -> float:
     """How much worse the current value is (positive = worse)."""
-    return abs(current) - abs(previous) if metric == "bias" else previous - current
+    if metric == "bias":
+        return abs(current) - abs(previous)
+    return current - previous if metric in LOWER_IS_BETTER else previous - current
 
 
 def check(results: Results, rules: list[Rule], previous: Results | None = None) -> list[Check]:

@@ -51,6 +51,12 @@ class Meta:
         if missing:
             raise ValueError(f"meta: no prompt template for {', '.join(missing)} (meta_prompt in data/languages.yaml)")
         by_order = prompts(pairs, {c: lang.meta_prompt for c, lang in ctx.languages.items() if lang.meta_prompt})
+        if ctx.scorer is None:  # behind an endpoint: generative mode
+            from evaluate.meta_generative import run_generative
+
+            out = run_generative(ctx, pairs, self.name, by_order)
+            out.scores += order_scores([s for s in out.scores if s.metric == "accuracy"])
+            return out
         requests = [(p, w) for order in ORDERS for p, a, u in zip(by_order[order], pairs["acceptable_concept"],
                                                                    pairs["unacceptable_concept"]) for w in (a, u)]
         scored = ctx.scorer.score(requests, lambda d, t: ctx.progress("meta: prompts", d, t))

@@ -12,7 +12,7 @@ import importlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 import numpy as np
 import pandas as pd
@@ -22,7 +22,8 @@ from builder.records import Language
 from evaluate.models import LoadedModel
 from evaluate.scoring import BosPolicy, Scorer
 
-MODULES = ("evaluate.direct", "evaluate.meta", "evaluate.neuro")
+MODULES = ("evaluate.direct", "evaluate.meta", "evaluate.neuro", "evaluate.consistency_method", "evaluate.selftranslate",
+           "evaluate.m2c")
 ITEM_COLUMNS = ("pair_id", "lang", "property_id", "negative_type", "method", "variant",
                 "score_acceptable", "score_unacceptable", "correct")
 ALL = "all"  # negative_type of scores aggregated over every negative type
@@ -38,6 +39,7 @@ class EvalOptions(BaseModel):
     probe_C: float = Field(1.0, gt=0)
     probe_jobs: int = Field(2, ge=1, description="probes (language x negative type x layer) run at once")
     control_seed: int = 0
+    sample_temperature: float = Field(0.7, gt=0, description="the two sampled runs of an endpoint's same-language baseline")
 
 
 class Score(BaseModel):
@@ -67,12 +69,15 @@ class MethodOutput:
 
 @dataclass
 class Context:
-    loaded: LoadedModel
-    scorer: Scorer
+    loaded: LoadedModel | None  # None behind an endpoint: no scores, only generated text
+    scorer: Scorer | None
     languages: dict[str, Language]
     options: EvalOptions
     work_dir: Path
     progress: Callable[[str, int, int], None] = lambda task, done, total: None
+    generator: Any = None  # evaluate.backends.Generator
+    m2c: pd.DataFrame | None = None  # M2C release rows (configs m2c_<lang>)
+    outputs: dict[str, MethodOutput] = field(default_factory=dict)  # methods finished earlier in this run
 
 
 class Method(Protocol):
@@ -93,7 +98,8 @@ def register(method: Method) -> Method:
 def registry() -> dict[str, Method]:
     for module in MODULES:
         importlib.import_module(module)
-    return dict(_REGISTRY)
+    rank = {m: i for i, m in enumerate(MODULES)}  # listed in MODULES order, whatever was imported first
+    return dict(sorted(_REGISTRY.items(), key=lambda kv: rank.get(type(kv[1]).__module__, len(rank))))
 
 
 def resolve(names: str | list[str]) -> list[Method]:

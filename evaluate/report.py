@@ -8,6 +8,10 @@ report says why.
   fig4_typology      averages by morphological typology, English left out
   fig5_layers        layer-wise probe F1 per language, model against control
   fig6_peak_layer    peak probe layer by typology, English left out
+  consistency_heatmaps  language x language agreement of decisions, one panel per decision source
+                        (only when the consistency method ran)
+Sections for cross-lingual consistency, self-translation and M2C question answering follow the
+method tables when those methods ran.
 """
 
 from __future__ import annotations
@@ -176,6 +180,77 @@ def fig6_peak_layer(results: Results, plots: Path, drawn, omitted) -> None:
     _save(fig, avg, plots, "fig6_peak_layer", drawn)
 
 
+def consistency_heatmaps(matrix: pd.DataFrame, plots: Path, drawn, omitted) -> None:
+    if matrix.empty:
+        omitted["consistency_heatmaps"] = "no language has decisions"
+        return
+    variants = list(dict.fromkeys(matrix["variant"]))
+    langs = _lang_order(set(matrix["lang_a"]))
+    fig, axes = plt.subplots(1, len(variants), figsize=(1.5 + 0.6 * len(langs) * len(variants), 1.2 + 0.55 * len(langs)), squeeze=False)
+    for ax, variant in zip(axes[0], variants):
+        grid = (matrix[matrix["variant"] == variant].pivot(index="lang_a", columns="lang_b", values="value")
+                .reindex(index=langs, columns=langs).to_numpy(dtype=float))
+        ax.imshow(grid, vmin=0, vmax=1, cmap="viridis")
+        ax.set_xticks(range(len(langs)), langs)
+        ax.set_yticks(range(len(langs)), langs)
+        ax.set_title(variant, fontsize=9)
+        for (i, j), v in np.ndenumerate(grid):
+            if not np.isnan(v):
+                ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=7, color="w" if v < 0.6 else "k")
+    _save(fig, matrix, plots, "consistency_heatmaps", drawn)
+
+
+def _consistency_section(tables: dict[str, pd.DataFrame]) -> list[str]:
+    lines = ["## Cross-lingual consistency", "",
+             "Share of common items (pair ids) on which two languages' decisions agree; an unreadable answer is a label of "
+             "its own. Against English, split by whether English was right.", ""]
+    matrix = tables["consistency_matrix"]
+    for variant in dict.fromkeys(matrix["variant"]):
+        grid = matrix[matrix["variant"] == variant].pivot(index="lang_a", columns="lang_b", values="value")
+        lines += [f"### {variant}", "", _table(grid.reset_index().rename(columns={"lang_a": "lang"})), ""]
+    split = tables.get("consistency_breakdown")
+    if split is not None and not split.empty:
+        lines += ["### Against English", "", _table(split[["variant", "lang", "n", "overall", "n_correct", "on_correct",
+                                                          "n_incorrect", "on_incorrect", "invalid_source", "invalid_target"]]), ""]
+    base = tables.get("consistency_baseline")
+    if base is not None and not base.empty:
+        lines += ["### Same-language baseline (two runs)", "", _table(base), ""]
+    return lines
+
+
+def _selftranslate_section(tables: dict[str, pd.DataFrame]) -> list[str]:
+    summary = tables["selftranslate_summary"]
+    cols = [c for c in ("lang", "condition", "n", "overall", "on_correct", "on_incorrect", "accuracy", "bleu", "chrf",
+                        "tokenizer", "pearson_chrf", "spearman_chrf", "n_high_quality", "consistency_high_quality") if c in summary]
+    lines = ["## Self-translation consistency (multisense I / X / T)", "",
+             "The model's decisions on its own translation of the instruction (I), the input (X) or both (T) against its "
+             "decisions on the English original; its sentence translations scored against the released ones "
+             "(BLEU, chrF), quality correlated with consistency, and consistency on items with BLEU >= 50.", "",
+             _table(summary[cols]), ""]
+    labels = tables.get("selftranslate_labels")
+    if labels is not None and not labels.empty:
+        dist = labels.pivot_table(index=["lang", "condition"], columns="label", values="share", fill_value=0.0).reset_index()
+        lines += ["### Predicted label distributions", "", _table(dist), ""]
+    return lines
+
+
+def _m2c_section(tables: dict[str, pd.DataFrame]) -> list[str]:
+    t = tables["m2c_templates"]
+    lines = ["## M2C question answering", "",
+             "Accuracy per template and language (zero-shot and one-shot, greedy, at most 20 new tokens) and the share of "
+             "tests answered with another form of the gold lexeme (morphological errors).", ""]
+    grid = t.pivot_table(index=["lang", "capability", "template_id"], columns="variant",
+                         values=["n", "accuracy", "morph_error_share"])
+    grid.columns = [f"{metric} ({variant})" for metric, variant in grid.columns]
+    lines += ["### Per template", "", _table(grid.reset_index()), ""]
+    per_lang = t.assign(correct=t["accuracy"] * t["n"], morph=t["morph_error_share"] * t["n"]).groupby(
+        ["lang", "variant"], as_index=False)[["n", "correct", "morph"]].sum()
+    per_lang["accuracy"] = per_lang["correct"] / per_lang["n"]
+    per_lang["morph_error_share"] = per_lang["morph"] / per_lang["n"]
+    lines += ["### Per language", "", _table(per_lang[["lang", "variant", "n", "accuracy", "morph_error_share"]]), ""]
+    return lines
+
+
 def _table(df: pd.DataFrame) -> str:
     def fmt(v):
         return f"{v:.3f}" if isinstance(v, float) else str(v)
@@ -196,6 +271,8 @@ def build_report(directory: Path) -> Report:
     fig4_typology(head, plots, drawn, omitted)
     fig5_layers(results.tables.get("probes"), plots, drawn, omitted)
     fig6_peak_layer(results, plots, drawn, omitted)
+    if "consistency_matrix" in results.tables:
+        consistency_heatmaps(results.tables["consistency_matrix"], plots, drawn, omitted)
     md = _markdown(results, head, drawn, omitted)
     (directory / "report.md").write_text(md, encoding="utf-8")
     body = MarkdownIt("commonmark").enable("table").render(md)
@@ -218,8 +295,9 @@ def _markdown(results: Results, head: pd.DataFrame, drawn, omitted) -> str:
              f"| model | {m.name} ({m.architecture}, {m.n_params:,} parameters, {m.n_layers} layers) |",
              f"| revision / weights sha256 | {m.revision or '—'} / {m.weights_sha256 or '—'} |",
              f"| device, dtype, batch size | {m.device}, {m.dtype}, {m.batch_size} |",
-             f"| BOS policy | {c.scoring.bos_policy} (token {c.scoring.bos_token!r}; first token scored: {c.scoring.first_token_scored}) |",
-             f"| continuation | {c.scoring.continuation} |",
+             *([f"| BOS policy | {c.scoring.bos_policy} (token {c.scoring.bos_token!r}; first token scored: {c.scoring.first_token_scored}) |",
+                f"| continuation | {c.scoring.continuation} |"] if c.scoring else
+               [f"| endpoint | {m.device} (OpenAI-compatible; generated text only) |"]),
              f"| probes | {c.options.probe_pooling}-token pooling, {c.options.probe_folds}-fold CV grouped by {c.options.probe_groups}, "
              f"C={c.options.probe_C}, control seed {c.options.control_seed} |",
              f"| code version | {c.code_version} |", f"| run at | {c.created_at.isoformat()} |", "",
@@ -240,8 +318,13 @@ def _markdown(results: Results, head: pd.DataFrame, drawn, omitted) -> str:
     if not neuro.empty:
         t = neuro.pivot(index="lang", columns="variant", values="value").reset_index()
         lines += ["## Neuro: best layer's F1, model against its randomly initialised control", "", _table(t), ""]
+    for table, section in (("consistency_matrix", _consistency_section), ("selftranslate_summary", _selftranslate_section),
+                           ("m2c_templates", _m2c_section)):
+        if table in results.tables and not results.tables[table].empty:
+            lines += section(results.tables)
     lines += ["## Figures", ""]
-    for name in ("fig2_heatmaps", "fig3_correlations", "fig4_typology", "fig5_layers", "fig6_peak_layer"):
+    figures = ["fig2_heatmaps", "fig3_correlations", "fig4_typology", "fig5_layers", "fig6_peak_layer"]
+    for name in figures + [n for n in ("consistency_heatmaps",) if n in drawn or n in omitted]:
         if name in drawn:
             lines += [f"![{name}](plots/{name}.png)", "", f"{drawn[name]} values ([data](plots/{name}.csv))", ""]
         else:

@@ -41,7 +41,7 @@ class RunConfig(BaseModel):
 
     model_config = ConfigDict(frozen=True)
     model: ModelInfo
-    scoring: ScoringSetup
+    scoring: ScoringSetup | None  # None for a model behind an endpoint (nothing scored)
     dataset: DatasetInfo
     options: EvalOptions
     methods: list[str]

@@ -1,5 +1,8 @@
 """Run methods over a table of pairs and write the results (contract 3).
 
+The model is a loaded transformers model (scores and generated text) or, given `endpoint` settings,
+an OpenAI-compatible endpoint (generated text only: direct and neuro need scores or hidden states).
+A method may require others (consistency reads direct's and meta's decisions); they run first.
 Each finished method is kept under DIR/parts/<method>/ with the configuration it ran under; a
 re-run with the same configuration reuses it, so an interrupted evaluation resumes where it stopped
 and never scores anything twice.
@@ -14,8 +17,10 @@ from pathlib import Path
 import pandas as pd
 
 from builder.languages import registry as language_registry
+from builder.llm.config import LLMSettings
+from evaluate.backends import EndpointGenerator, TransformersGenerator, endpoint_info
 from evaluate.data import check_pairs
-from evaluate.methods import Context, EvalOptions, Method, MethodOutput, Score
+from evaluate.methods import Context, EvalOptions, Method, MethodOutput, Score, registry
 from evaluate.models import LoadedModel
 from evaluate.results import DatasetInfo, Results, RunConfig, code_version, now, write_json, write_parquet, write_results
 from evaluate.scoring import Scorer
@@ -43,15 +48,40 @@ def _save_part(folder: Path, config: RunConfig, out: MethodOutput) -> None:
                                       "tables": sorted(out.tables)})
 
 
-def run_evaluation(pairs: pd.DataFrame, dataset: DatasetInfo, loaded: LoadedModel, methods: list[Method],
-                   out_dir: Path, options: EvalOptions = EvalOptions(), progress=None) -> Results:
+NEEDS_SCORES = ("direct", "neuro")
+
+
+def with_requirements(methods: list[Method], ctx: Context) -> list[Method]:
+    """The methods with those they require placed before them, each once."""
+    known = registry()
+    ordered: dict[str, Method] = {}
+    for method in methods:
+        for name in getattr(method, "requires", lambda _: ())(ctx):
+            ordered.setdefault(name, known[name])
+        ordered.setdefault(method.name, method)
+    return list(ordered.values())
+
+
+def run_evaluation(pairs: pd.DataFrame, dataset: DatasetInfo, loaded: LoadedModel | None, methods: list[Method],
+                   out_dir: Path, options: EvalOptions = EvalOptions(), progress=None, *,
+                   m2c: pd.DataFrame | None = None, endpoint: LLMSettings | None = None) -> Results:
+    """Run `methods` with a local model (`loaded`) or, when `loaded` is None, the model behind `endpoint`."""
     pairs = check_pairs(pairs, f"dataset {dataset.source} {dataset.version}")
     out_dir = Path(out_dir)
-    scorer = Scorer(loaded, options.bos_policy)
-    config = RunConfig(model=loaded.info, scoring=scorer.setup, dataset=dataset, options=options,
-                       methods=[m.name for m in methods], langs=sorted(pairs["lang"].unique()),
-                       code_version=code_version(), created_at=now())
-    ctx = Context(loaded, scorer, language_registry(), options, out_dir / "work", progress or (lambda *a: None))
+    if loaded is not None:
+        scorer, generator, info = Scorer(loaded, options.bos_policy), TransformersGenerator(loaded), loaded.info
+    elif endpoint is not None:
+        scorer, generator, info = None, EndpointGenerator(endpoint, out_dir / "llm-cache"), endpoint_info(endpoint)
+    else:
+        raise ValueError("a model is needed: a loaded local model or endpoint settings")
+    ctx = Context(loaded, scorer, language_registry(), options, out_dir / "work", progress or (lambda *a: None),
+                  generator=generator, m2c=m2c)
+    methods = with_requirements(methods, ctx)
+    if scorer is None and (needy := [m.name for m in methods if m.name in NEEDS_SCORES]):
+        raise ValueError(f"method(s) {', '.join(needy)} need a local model's scores; an endpoint gives text only")
+    langs = set(pairs["lang"]) | (set(m2c["lang"]) if m2c is not None else set())
+    config = RunConfig(model=info, scoring=scorer.setup if scorer else None, dataset=dataset, options=options,
+                       methods=[m.name for m in methods], langs=sorted(langs), code_version=code_version(), created_at=now())
     items, scores, tables = [], [], {}
     for method in methods:
         folder = out_dir / "parts" / method.name
@@ -59,6 +89,7 @@ def run_evaluation(pairs: pd.DataFrame, dataset: DatasetInfo, loaded: LoadedMode
         if out is None:
             out = method.run(ctx, pairs)
             _save_part(folder, config, out)
+        ctx.outputs[method.name] = out
         items.append(out.items)
         scores += out.scores
         tables.update(out.tables)

@@ -71,6 +71,15 @@ class Reply(Generic[T]):
     error: str | None = None  # why `value` is None (invalid JSON or schema)
 
 
+@dataclass(frozen=True)
+class TextReply:
+    text: str
+    call_id: str
+
+
+TEXT = "text"  # the schema name of plain-text requests in their cache key
+
+
 @dataclass
 class Plan:
     """What a dry run would send."""
@@ -139,8 +148,27 @@ class LLMClient:
             if key not in self.in_open_batches:  # never submit (and pay for) the same request twice
                 self._defer(key, req, schema)
             return None
-        text, call_id = await self._send(key, req, schema)
+        text, call_id = await self._send(key, req, lambda: self.wire_body(req, schema))
         return self._parse(req, schema, text, call_id)
+
+    async def ask_text(self, req: Request, *, max_tokens: int, temperature: float | None = None,
+                       seed: int | None = None) -> TextReply:
+        """A plain-text reply (no response format), for evaluation prompts read as free text.
+
+        The key adds the decoding settings to the messages, so sampled runs with different seeds are
+        cached apart and a greedy re-run is free.
+        """
+        temp = self.settings.temperature if temperature is None else temperature
+        decoding = {"max_tokens": max_tokens, **({"seed": seed} if seed is not None else {})}
+        key = request_key(self.settings.model, req.as_messages(), TEXT, decoding, temp)
+        cached = self._cached(key)
+        if cached is not None:
+            self.stats.cache_hits += 1
+            return TextReply(*cached)
+        if self.settings.offline:
+            raise CacheMissError(f"--offline: no cached reply for a {req.stage} request (lang {req.lang}, key {key[:12]}…)")
+        body = {"model": self.settings.model, "messages": req.as_messages(), "temperature": temp, **decoding}
+        return TextReply(*await self._send(key, req, lambda: body))
 
     async def ask_valid(self, req: Request, schema: type[T]) -> Reply[T] | None:
         """Like `ask`, re-asking with the validation error a bounded number of times."""
@@ -195,10 +223,10 @@ class LLMClient:
             fmt = {"type": "json_schema", "json_schema": {"name": req.schema_name, "schema": strict_schema(schema), "strict": True}}
         return {"model": self.settings.model, "messages": messages, "response_format": fmt, "temperature": self.settings.temperature}
 
-    async def _send(self, key: str, req: Request, schema: type[BaseModel]) -> tuple[str, str]:
+    async def _send(self, key: str, req: Request, make_body: Callable[[], dict[str, Any]]) -> tuple[str, str]:
         attempt = 0
         while True:
-            body = self.wire_body(req, schema)
+            body = make_body()
             try:
                 async with self._sem:
                     started = time.perf_counter()

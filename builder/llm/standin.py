@@ -5,6 +5,10 @@ deterministically from a lexicon, and injects faults on demand: 429 with Retry-A
 slower than the client's time-out, malformed JSON, JSON that breaks the schema, dropped connections,
 and sentence pairs whose frames differ. It counts what it served, so tests can check that a resumed
 run never asks again for an item already answered.
+
+Plain-text requests (no response format: evaluation prompts) are answered by `Lexicon.reply`, by
+kind: a translation request, a choice between sentence A and B, a metalinguistic question naming
+two concepts, or an M2C question (context and question lines, then an empty answer line).
 """
 
 from __future__ import annotations
@@ -27,11 +31,19 @@ _CODE = re.compile(r"Target language code: (\S+?)\.")
 _PROP = re.compile(r'Property in English: "(.*?)"\n')
 _VPROP = re.compile(r'Property in .*? \(verified\): "(.*?)"\n')
 _IDS = re.compile(r"\b[cpxl]_[0-9a-f]{12}\b")
+_TRANSLATE = re.compile(r"^Please translate the following text into (.+?): “(.*)”$", re.S)
+_OPTION = re.compile(r"^.* ([AB]): “(.*)”$", re.M)
+_QUOTED = re.compile(r'"([^"]*)"')
+_LABELLED = re.compile(r"^[^:：\n]+[:：]\s?(.*)$")
 
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     request_queue_size = 256  # the default backlog of 5 drops bursts of concurrent connections
+
+
+class UnknownPrompt(ValueError):
+    """A plain-text prompt of no kind the stand-in answers (sent back as HTTP 400)."""
 
 
 class Lexicon:
@@ -42,6 +54,12 @@ class Lexicon:
         self.translations: dict[tuple[str, str, str], dict] = {}
         self.sentences: dict[tuple[str, str, str], dict] = {}
         self.inflections: dict[tuple[str, str, str], str] = {}
+        # Plain-text (evaluation) requests.
+        self.texts: dict[tuple[str, str], str] = {}  # (language name, English text) -> translation
+        self.facts: set[str] = set()  # sentences held true when asked to choose between A and B
+        self.preferred: set[str] = set()  # concept words picked when a question names exactly one
+        self.unsure: set[str] = set()  # properties the stand-in will not answer about
+        self.m2c_answers: dict[tuple[str, str], str] = {}  # (context, question) -> reply
 
     @classmethod
     def from_answers(cls, folder: Path) -> "Lexicon":
@@ -70,6 +88,33 @@ class Lexicon:
                     "note": known.get("note", ""), "ambiguous": bool(known.get("ambiguous", False))}
         return {"id": item["id"], "translation": f"{item['english']} ({lang})", "alternatives": [],
                 "note": "", "ambiguous": False}
+
+    def reply(self, prompt: str) -> str:
+        """A free-text reply to an evaluation prompt, by kind (see the module docstring).
+
+        Without a known answer it behaves like a weak model: the first option, the first word listed,
+        the first word of the context; a translation is the English text marked with the language.
+        """
+        if m := _TRANSLATE.match(prompt.strip()):
+            name, text = m.groups()
+            return self.texts.get((name, text), f"{text} ({name})")
+        options = dict(_OPTION.findall(prompt))
+        if set(options) == {"A", "B"}:
+            held = [k for k in ("A", "B") if options[k] in self.facts]
+            return f"{held[0] if len(held) == 1 else 'A'}."
+        quoted = _QUOTED.findall(prompt)
+        if prompt.rstrip().endswith('"') and len(quoted) >= 3:
+            prop, word1, word2 = quoted[:3]
+            if prop in self.unsure:
+                return "I cannot tell."
+            known = [w for w in (word1, word2) if w in self.preferred]
+            return f"{known[0] if len(known) == 1 else word1}."
+        lines = [ln for ln in prompt.strip().splitlines() if ln.strip()]
+        if len(lines) >= 3 and _LABELLED.match(lines[-1]) and not _LABELLED.match(lines[-1]).group(1).strip():
+            context, question = (_LABELLED.match(ln).group(1).strip() for ln in lines[-3:-1])
+            known = self.m2c_answers.get((context, question))
+            return known if known is not None else context.split()[0].strip(",.") + "."
+        raise UnknownPrompt(f"the stand-in cannot tell what this prompt asks: {prompt[:80]!r}")
 
     def inflect(self, lang: str, item: dict) -> dict:
         """Forms of a lemma for the bundles asked (M2C template fills)."""
@@ -156,6 +201,8 @@ class StandinServer:
 
     def answer(self, body: dict, *, faulty: str | None = None, count: bool = True) -> dict:
         """The completion for a request body; `faulty` spoils its content ('malformed', 'schema')."""
+        if "response_format" not in body:
+            return self._completion(body, self.lexicon.reply(body["messages"][-1]["content"]))
         user_msgs = [m["content"] for m in body["messages"] if m["role"] == "user"]
         first, last = user_msgs[0], user_msgs[-1]
         block = json.loads(_BLOCK.search(first).group(1))
@@ -194,6 +241,9 @@ class StandinServer:
                 with self._lock:
                     for it in items:
                         self.stats.answered[(lang, it["id"])] += 1
+        return self._completion(body, text)
+
+    def _completion(self, body: dict, text: str) -> dict:
         return {
             "id": "chatcmpl-" + uuid.uuid4().hex[:24], "object": "chat.completion", "created": int(time.time()),
             "model": self.model,
@@ -289,7 +339,10 @@ class StandinServer:
                 if fault == "500":
                     return self._json(500, {"error": {"message": "internal error", "type": "server_error"}})
                 time.sleep(srv.faults.slow_s if fault == "slow" else srv.latency_s)
-                reply = srv.answer(body, faulty=fault if fault in ("malformed", "schema") else None)
+                try:
+                    reply = srv.answer(body, faulty=fault if fault in ("malformed", "schema") else None)
+                except UnknownPrompt as exc:
+                    return self._json(400, {"error": {"message": str(exc), "type": "invalid_request_error"}})
                 if fault is None:
                     with srv._lock:
                         srv.stats.ok += 1

@@ -1,0 +1,125 @@
+"""Text generation for the generative methods: a local transformers model or an OpenAI-compatible endpoint.
+
+Both take plain prompts and return the model's continuation as text, decoded greedily unless a
+sampled run is asked for. The endpoint goes through the construction pipeline's `LLMClient`, whose
+cache lives in the results folder (OUT/llm-cache): a re-run, or one resumed after a crash, sends
+nothing it already has. A vLLM server started with `--tensor-parallel-size N` is such an endpoint,
+which is how an evaluation outgrows one GPU (docs/evaluation.md).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Protocol
+
+import torch
+
+from builder.llm.client import LLMClient, Request, prompt_hash
+from builder.llm.config import LLMSettings
+from builder.workspace.store import init_workspace
+from evaluate.models import LoadedModel, ModelInfo
+from evaluate.scoring import length_batches
+
+ProgressFn = Callable[[int, int], None]
+
+
+class Generator(Protocol):
+    def generate(self, prompts: Sequence[str], *, max_new_tokens: int, stage: str, lang: str | None = None,
+                 temperature: float | None = None, seed: int | None = None,
+                 progress: ProgressFn | None = None) -> list[str]: ...
+
+
+class TransformersGenerator:
+    """Greedy decoding with `model.generate`, prompts batched by length and padded on the left.
+
+    A tokenizer with a chat template gets each prompt as one user turn; a base model gets the prompt
+    after its BOS token, as the scorer reads texts. Sampling is refused: local runs are deterministic.
+    """
+
+    def __init__(self, loaded: LoadedModel) -> None:
+        self.loaded = loaded
+        tok = loaded.tokenizer
+        self.pad_id = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
+
+    def encode(self, prompt: str) -> list[int]:
+        tok = self.loaded.tokenizer
+        if getattr(tok, "chat_template", None):
+            return list(tok.apply_chat_template([{"role": "user", "content": prompt}], add_generation_prompt=True,
+                                                tokenize=True))
+        bos = [tok.bos_token_id] if tok.bos_token_id is not None else []
+        return bos + tok(prompt, add_special_tokens=False)["input_ids"]
+
+    def generate(self, prompts, *, max_new_tokens, stage, lang=None, temperature=None, seed=None, progress=None):
+        if temperature:
+            raise ValueError("a local model decodes greedily; sampled runs need an endpoint")
+        unique = list(dict.fromkeys(prompts))
+        encoded = [self.encode(p) for p in unique]
+        out: list[str] = [""] * len(unique)
+        done = 0
+        for batch in length_batches([len(e) for e in encoded], self.loaded.info.batch_size):
+            width = max(len(encoded[i]) for i in batch)
+            ids = torch.full((len(batch), width), self.pad_id, dtype=torch.long)
+            mask = torch.zeros((len(batch), width), dtype=torch.long)
+            for row, i in enumerate(batch):
+                ids[row, width - len(encoded[i]):] = torch.as_tensor(encoded[i])
+                mask[row, width - len(encoded[i]):] = 1
+            with torch.inference_mode():
+                gen = self.loaded.model.generate(input_ids=ids.to(self.loaded.device), attention_mask=mask.to(self.loaded.device),
+                                                 max_new_tokens=max_new_tokens, do_sample=False, pad_token_id=self.pad_id)
+            for row, i in enumerate(batch):
+                out[i] = self.loaded.tokenizer.decode(gen[row, width:], skip_special_tokens=True)
+            done += len(batch)
+            if progress:
+                progress(done, len(unique))
+        texts = dict(zip(unique, out))
+        return [texts[p] for p in prompts]
+
+
+class EndpointGenerator:
+    """Chat completions from an OpenAI-compatible endpoint, one user turn per prompt, cached in `cache_dir`."""
+
+    def __init__(self, settings: LLMSettings, cache_dir: Path) -> None:
+        self.settings = settings
+        self.cache_dir = Path(cache_dir)
+        self.sent = 0
+        self.cache_hits = 0
+
+    def generate(self, prompts, *, max_new_tokens, stage, lang=None, temperature=None, seed=None, progress=None):
+        unique = list(dict.fromkeys(prompts))  # a prompt asked twice at once would be sent twice
+        ws = init_workspace(self.cache_dir)
+        phash = prompt_hash(stage)
+
+        async def go() -> list[str]:
+            client = LLMClient(ws, self.settings)
+            done = 0
+
+            async def one(prompt: str) -> str:
+                nonlocal done
+                reply = await client.ask_text(Request((("user", prompt),), "text", stage, lang, phash, max_new_tokens),
+                                              max_tokens=max_new_tokens, temperature=temperature, seed=seed)
+                done += 1
+                if progress:
+                    progress(done, len(unique))
+                return reply.text
+
+            try:
+                texts = dict(zip(unique, await asyncio.gather(*(one(p) for p in unique))))
+                return [texts[p] for p in prompts]
+            finally:
+                self.sent += client.stats.sent
+                self.cache_hits += client.stats.cache_hits
+                await client.aclose()
+
+        try:
+            return asyncio.run(go())
+        finally:
+            ws.close()
+
+
+def endpoint_info(settings: LLMSettings) -> ModelInfo:
+    """What results say about a model behind an endpoint: its served name; weights are not ours to hash."""
+    return ModelInfo(name=settings.model, source="endpoint", revision=None, weights_sha256=None,
+                     architecture="OpenAI-compatible endpoint", n_params=0, n_layers=0, hidden_size=0,
+                     device=settings.base_url or "default", dtype="n/a", batch_size=settings.concurrency)

@@ -1,0 +1,117 @@
+"""Method `m2c`: question answering on the released M2C tests, zero-shot and one-shot (M2C paper §6–7).
+
+The prompt is the language's instruction, the context, the question and an empty answer line
+(data/m2c/prompts.yaml). One-shot puts a solved test of the same template first: another released
+test with the same template_id, drawn from a seed per test so a re-run draws the same; a template with
+a single test has no exemplar and is left out of one-shot. Decoding is greedy with at most 20 new
+tokens; the reply is its first non-empty line (a base model goes on with the next "Context:"), and
+`builder.templates.answers.validate` judges it: correct, a morphological error (another form of the
+gold lexeme) or a miss. Reported per language and per template: accuracy and the share of tests
+answered with a morphological error.
+"""
+
+from __future__ import annotations
+
+import random
+from functools import lru_cache
+
+import pandas as pd
+import yaml
+
+from builder.paths import data_dir
+from builder.templates.answers import validate
+from evaluate.methods import ALL, ITEM_COLUMNS, Context, MethodOutput, Score, register
+
+MAX_NEW_TOKENS = 20
+VARIANTS = ("zero_shot", "one_shot")
+LABELS = ("instruction", "context", "question", "answer")
+
+
+@lru_cache(maxsize=1)
+def prompt_words() -> dict[str, dict[str, str]]:
+    path = data_dir() / "m2c" / "prompts.yaml"
+    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    for lang, words in data.items():
+        missing = [k for k in LABELS if not isinstance(words, dict) or not words.get(k)]
+        if missing:
+            raise ValueError(f"{path}: {lang}: missing {', '.join(missing)}")
+    return data
+
+
+def block(words: dict[str, str], context: str, question: str, answer: str = "") -> str:
+    return f"{words['context']}{context}\n{words['question']}{question}\n{(words['answer'] + answer).rstrip()}"
+
+
+def zero_shot(words: dict[str, str], test) -> str:
+    return f"{words['instruction']}\n\n{block(words, test['context'], test['question'])}"
+
+
+def one_shot(words: dict[str, str], test, exemplar) -> str:
+    return (f"{words['instruction']}\n\n{block(words, exemplar['context'], exemplar['question'], exemplar['answer'])}\n\n"
+            f"{block(words, test['context'], test['question'])}")
+
+
+def exemplars(tests: pd.DataFrame, seed: int) -> dict[str, str]:
+    """test id -> the test id of its exemplar: another test of the same template (none when it has no other)."""
+    out = {}
+    for _, grp in tests.groupby("template_id"):
+        ids = sorted(grp["test_id"])
+        for tid in ids:
+            others = [i for i in ids if i != tid]
+            if others:
+                out[tid] = random.Random(f"{seed}|{tid}").choice(others)
+    return out
+
+
+def first_line(reply: str) -> str:
+    return next((line.strip() for line in reply.splitlines() if line.strip()), "")
+
+
+def summarise(rows: pd.DataFrame) -> tuple[list[Score], pd.DataFrame]:
+    """Accuracy and morphological-error share per variant x language (scores) and per template (table)."""
+    scores = []
+    for (variant, lang), grp in rows.groupby(["variant", "lang"]):
+        for metric, col in (("accuracy", "correct"), ("morph_error_share", "morphological_error")):
+            scores.append(Score(method="m2c", variant=variant, lang=lang, negative_type=ALL, metric=metric,
+                                value=float(grp[col].mean()), n=len(grp)))
+    table = (rows.groupby(["variant", "lang", "capability", "template_id"], as_index=False)
+             .agg(n=("test_id", "size"), accuracy=("correct", "mean"), morph_error_share=("morphological_error", "mean")))
+    return scores, table
+
+
+class M2C:
+    name = "m2c"
+    headline = ("zero_shot", "accuracy")
+
+    def run(self, ctx: Context, pairs: pd.DataFrame) -> MethodOutput:
+        tests = ctx.m2c
+        if tests is None or tests.empty:
+            raise ValueError("m2c: the release has no M2C tests for these languages (configs m2c_<lang>)")
+        words = prompt_words()
+        missing = sorted(set(tests["lang"]) - set(words))
+        if missing:
+            raise ValueError(f"m2c: no prompt words for {', '.join(missing)} (data/m2c/prompts.yaml)")
+        tests = tests.reset_index(drop=True)
+        by_id = {r["test_id"]: {**r, "alternatives": list(r["alternatives"]), "answer_forms": list(r["answer_forms"])}
+                 for r in tests.to_dict("records")}
+        shots = exemplars(tests, ctx.options.seed)
+        asked = [("zero_shot", r, zero_shot(words[r["lang"]], r)) for r in by_id.values()]
+        asked += [("one_shot", r, one_shot(words[r["lang"]], r, by_id[shots[r["test_id"]]]))
+                  for r in by_id.values() if r["test_id"] in shots]
+        replies = ctx.generator.generate([p for _, _, p in asked], max_new_tokens=MAX_NEW_TOKENS, stage="m2c",
+                                         progress=lambda d, t: ctx.progress("m2c: questions", d, t))
+        rows = []
+        for (variant, test, _), reply in zip(asked, replies):
+            answer = first_line(reply)
+            verdict = validate(answer, test, test["lang"])
+            rows.append({"test_id": test["test_id"], "lang": test["lang"], "capability": test["capability"],
+                         "template_id": test["template_id"], "variant": variant,
+                         "exemplar": shots.get(test["test_id"]) if variant == "one_shot" else None,
+                         "reply": reply, "answer": answer, "gold": test["answer"], "correct": verdict.correct,
+                         "morphological_error": verdict.morphological_error, "how": verdict.how})
+        frame = pd.DataFrame(rows)
+        scores, table = summarise(frame)
+        return MethodOutput(pd.DataFrame(columns=list(ITEM_COLUMNS)), scores, {"m2c_items": frame, "m2c_templates": table})
+
+
+register(M2C())

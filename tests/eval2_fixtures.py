@@ -1,0 +1,73 @@
+"""Session fixtures for evaluation II: a release with M2C tests, a small subset, a toy that learnt answers.
+
+The release is the demo's (replayed stages) plus M2C tests rendered from the shipped German, Chinese
+and English templates (inline values only, so every fill counts as verified), published by the
+real `publish`. The toy is trained once on what the generative methods ask: the zero-shot M2C
+prompts of one German test per template followed by their gold answers, the paper's translation prompt for the
+subset's English sentences followed by the released German sentence, and the judgement corpus.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from rich.console import Console
+
+from builder.demo import run_demo
+from builder.llm.config import LLMSettings
+from builder.releases.publish import PublishRequest, publish
+from builder.render_tests import render_tests
+from builder.workspace.store import open_workspace
+from evaluate.data import load_release_m2c, load_release_pairs
+from evaluate.m2c import prompt_words, zero_shot
+from evaluate.selftranslate import TRANSLATE
+from evaluate.toy import judgement_corpus, train_toy
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+VERSION = "1.0.0"
+LANGS = ["de", "en", "zh"]
+N_PAIRS = 8
+TOY_STEPS = 400
+
+
+@pytest.fixture(scope="session")
+def m2c_release(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("eval2-release")
+    run_demo(root / "ws", Console(quiet=True), LLMSettings.from_env())
+    ws = open_workspace(root / "ws")
+    try:
+        for lang in LANGS:
+            render_tests(ws, lang, n=3)
+        publish(ws, PublishRequest(target=root / "releases", version=VERSION))
+    finally:
+        ws.close()
+    return root / "releases"
+
+
+@pytest.fixture(scope="session")
+def subset(m2c_release):
+    """(pairs of N_PAIRS pair ids in de, en, zh; dataset info; M2C tests of de, en, zh)."""
+    pairs, info = load_release_pairs(m2c_release, VERSION, LANGS)
+    keep = sorted(pairs["pair_id"].unique())[:N_PAIRS]
+    m2c, configs = load_release_m2c(m2c_release, VERSION, LANGS)
+    return pairs[pairs["pair_id"].isin(keep)].reset_index(drop=True), info.model_copy(update={"configs": info.configs + configs}), m2c
+
+
+def learnt_tests(m2c: pd.DataFrame) -> pd.DataFrame:
+    """The M2C tests whose answers the toy is taught: the first German test of each template."""
+    return m2c[m2c["lang"] == "de"].sort_values("test_id").groupby("template_id").head(1)
+
+
+@pytest.fixture(scope="session")
+def taught_toy_dir(subset, tmp_path_factory) -> Path:
+    pairs, _, m2c = subset
+    words = prompt_words()
+    qa = [f"{zero_shot(words[r['lang']], r)} {r['answer']}\n" for r in learnt_tests(m2c).to_dict("records")]
+    en, de = (pairs[pairs["lang"] == x].set_index("pair_id") for x in ("en", "de"))
+    translations = [f"{TRANSLATE.format(language='German', text=en.at[pid, col])}{de.at[pid, col]}\n"
+                    for pid in en.index for col in ("acceptable_sentence", "unacceptable_sentence")]
+    texts = qa * 4 + translations * 4 + judgement_corpus(pairs)
+    return train_toy(texts, tmp_path_factory.mktemp("taught-toy") / "model", steps=TOY_STEPS, seed=0, batch_size=16)

@@ -1,0 +1,228 @@
+"""Evaluation II: consistency assembly, self-translation and M2C QA against the stand-in server and a toy."""
+
+from __future__ import annotations
+
+import asyncio
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from builder.llm.client import LLMClient, LLMError, Request
+from evaluate.consistency_method import SAMPLED, SWAPPED, assemble, decisions
+from evaluate.methods import EvalOptions, resolve
+from evaluate.models import load_model, random_control
+from evaluate.report import build_report
+from evaluate.run import run_evaluation
+from evaluate.selftranslate import acceptable_first
+
+from conftest import settings_for
+from eval2_fixtures import learnt_tests, m2c_release, subset, taught_toy_dir  # noqa: F401
+
+NAN = float("nan")
+
+
+def _items(method, variant, rows):
+    return pd.DataFrame([{"pair_id": p, "lang": lang, "property_id": "q", "negative_type": "random", "method": method,
+                          "variant": variant, "score_acceptable": a, "score_unacceptable": u, "correct": a > u}
+                         for lang, p, a, u in rows])
+
+
+DIRECT = _items("direct", "full", [
+    ("en", "p1", 2, 1), ("en", "p2", 1, 2), ("en", "p3", NAN, 1), ("en", "p4", 1, 1),  # p3 undefined, p4 tie: invalid
+    ("de", "p1", 2, 1), ("de", "p2", 2, 1), ("de", "p3", 1, NAN), ("de", "p4", 3, 1),
+    ("zh", "p1", 1, 2), ("zh", "p2", 1, 2), ("zh", "p3", 2, 1),  # p4 not in Chinese
+])
+META = pd.concat([_items("meta", "acceptable_first", [("en", "p1", 0, -1), ("en", "p2", 0, -1)]),
+                  _items("meta", "acceptable_second", [("en", "p1", 0, -1), ("en", "p2", -1, 0)])])
+
+
+def test_decisions_read_ties_and_undefined_scores_as_invalid():
+    d = decisions(DIRECT, "direct", "full")
+    assert d["en"] == {"p1": "acceptable", "p2": "unacceptable", "p3": None, "p4": None}
+    assert d["zh"] == {"p1": "unacceptable", "p2": "unacceptable", "p3": "acceptable"}
+
+
+def test_assembled_matrix_breakdown_baseline_and_labels_have_exact_values():
+    first, second = decisions(META, "meta", "acceptable_first"), decisions(META, "meta", "acceptable_second")
+    out = assemble({"direct/full": decisions(DIRECT, "direct", "full")}, {"en": (first["en"], second["en"])}, SWAPPED)
+    got = {(s.variant, s.lang, s.metric): (s.value, s.n) for s in out.scores}
+    # de-en: p1 same, p2 differs, p3 invalid on both sides agrees, p4 invalid vs valid differs
+    assert got[("direct/full", "de-en", "consistency")] == (0.5, 4)
+    assert got[("direct/full", "en-zh", "consistency")] == (pytest.approx(1 / 3), 3)  # p2 same; p1, p3 differ
+    assert got[("direct/full", "de-zh", "consistency")] == (0.0, 3)
+    # Against English: de agrees where English was right (p1) and not where it was wrong (p2)
+    assert got[("direct/full", "de", "consistency_en_correct")] == (1.0, 1)
+    assert got[("direct/full", "de", "consistency_en_incorrect")] == (0.0, 1)
+    assert got[("direct/full", "zh", "consistency_en")] == (pytest.approx(1 / 3), 3)
+    assert got[("direct/full", "zh", "consistency_en_correct")] == (0.0, 1)
+    assert got[("direct/full", "zh", "consistency_en_incorrect")] == (1.0, 1)
+    assert got[("baseline", "en", "consistency")] == (0.5, 2)
+    split = out.tables["consistency_breakdown"].set_index("lang")
+    assert (split.at["de", "invalid_source"], split.at["de", "invalid_target"]) == (2, 1)
+    assert (split.at["zh", "invalid_source"], split.at["zh", "invalid_target"]) == (1, 0)
+    m = out.tables["consistency_matrix"].set_index(["lang_a", "lang_b"])["value"]
+    assert m[("zh", "de")] == m[("de", "zh")] == 0.0 and m[("en", "en")] == 1.0
+    labels = out.tables["consistency_labels"].set_index(["lang", "label"])["share"]
+    assert labels[("en", "invalid")] == 0.5 and labels[("de", "acceptable")] == 0.75
+    assert out.tables["consistency_baseline"]["second_run"].tolist() == [SWAPPED]
+
+
+def test_plain_text_requests_are_cached_by_decoding_settings(ws, server):
+    server.lexicon.texts[("German", "A cat purrs.")] = "Eine Katze schnurrt."
+    req = Request((("user", "Please translate the following text into German: “A cat purrs.”"),), "text", "t", "de", "h")
+
+    async def go(**kw):
+        client = LLMClient(ws, settings_for(server))
+        try:
+            return await client.ask_text(req, **kw)
+        finally:
+            await client.aclose()
+
+    assert asyncio.run(go(max_tokens=64)).text == "Eine Katze schnurrt."
+    assert asyncio.run(go(max_tokens=64)).text == "Eine Katze schnurrt." and server.stats.calls == 1
+    asyncio.run(go(max_tokens=64, temperature=0.7, seed=1))
+    asyncio.run(go(max_tokens=64, temperature=0.7, seed=2))
+    assert server.stats.calls == 3  # each sampled run is asked (and cached) apart
+    bad = Request((("user", "Tell me a joke"),), "text", "t", None, "h")
+    with pytest.raises(LLMError, match="cannot tell what this prompt asks"):
+        asyncio.run(LLMClient(ws, settings_for(server)).ask_text(bad, max_tokens=5))
+
+
+def _meta_choice(words, preferred):
+    known = [w for w in words if w in preferred]
+    return known[0] if len(known) == 1 else words[0]
+
+
+def test_endpoint_run_against_the_standin_gives_the_expected_figures(subset, server, tmp_path):
+    pairs, info, m2c = subset
+    ids = sorted(pairs["pair_id"].unique())
+    known = ids[:4]
+    by = {lang: pairs[pairs["lang"] == lang].set_index("pair_id") for lang in ("en", "de", "zh")}
+    lex = server.lexicon
+    lex.preferred = set(pairs[pairs["pair_id"].isin(known)]["acceptable_concept"])
+    lex.unsure = {by["de"].at[ids[7], "property"]}
+    for pid in known:
+        for col in ("acceptable_sentence", "unacceptable_sentence"):
+            lex.texts[("German", by["en"].at[pid, col])] = by["de"].at[pid, col]
+    lex.facts = set(pairs["acceptable_sentence"])
+    de_tests = m2c[m2c["lang"] == "de"].sort_values("test_id").reset_index(drop=True)
+    kinds = {}
+    for i, r in de_tests.iterrows():
+        kind = ("gold", "form", "miss")[i % 3] if len(r["answer_forms"]) or i % 3 != 1 else "miss"
+        kinds[r["test_id"]] = kind
+        lex.m2c_answers[(r["context"], r["question"])] = {"gold": r["answer"], "form": (list(r["answer_forms"]) or [""])[0],
+                                                          "miss": "Keine Ahnung."}[kind]
+    out = tmp_path / "out"
+    settings = settings_for(server, model="standin-chat")
+    res = run_evaluation(pairs, info, None, resolve("consistency,selftranslate,m2c"), out, EvalOptions(), m2c=m2c,
+                         endpoint=settings)
+    assert res.config.methods == ["meta", "consistency", "selftranslate", "m2c"]
+    assert res.config.model.source == "endpoint" and res.config.scoring is None
+    got = {(s.method, s.variant, s.lang, s.metric): s.value for s in res.scores}
+
+    # meta in generative mode: the stand-in picks a preferred concept, else the first listed; "unsure" is invalid
+    def meta(lang, order):
+        d = {}
+        for pid, r in by[lang].iterrows():
+            if r["property"] in lex.unsure and lang == "de":
+                d[pid] = None
+                continue
+            words = (r["acceptable_concept"], r["unacceptable_concept"])
+            choice = _meta_choice(words if order == "first" else words[::-1], lex.preferred)
+            d[pid] = "acceptable" if choice == r["acceptable_concept"] else "unacceptable"
+        return d
+
+    second = {lang: meta(lang, "second") for lang in ("en", "de")}
+    same = sum(second["en"][p] == second["de"][p] for p in ids) / len(ids)
+    assert got[("consistency", "meta/acceptable_second", "de-en", "consistency")] == pytest.approx(same)
+    invalid = sum(v is None for v in meta("de", "first").values())
+    assert invalid > 0 and got[("meta", "acceptable_first", "de", "invalid_share")] == pytest.approx(invalid / len(ids))
+    assert got[("consistency", "baseline", "de", "consistency")] == 1.0  # the stand-in does not sample
+    assert res.tables["consistency_baseline"]["second_run"].iloc[0] == SAMPLED
+
+    # self-translation: known German translations are the released sentences (held true), others are marked
+    # copies, where the stand-in answers "A" (right only when the acceptable sentence came first)
+    assert got[("selftranslate", "original", "en", "accuracy")] == 1.0
+    expect = (len(known) + sum(acceptable_first(p) for p in ids[4:])) / len(ids)
+    for cond in ("X", "T"):
+        assert got[("selftranslate", cond, "de", "consistency")] == pytest.approx(expect)
+        assert got[("selftranslate", cond, "de", "consistency_high_quality")] == 1.0
+    assert got[("selftranslate", "I", "de", "consistency")] == 1.0  # the input stays English
+    assert got[("selftranslate", "X", "zh", "consistency")] == pytest.approx(sum(map(acceptable_first, ids)) / len(ids))
+    summary = res.tables["selftranslate_summary"].set_index(["lang", "condition"])
+    assert summary.at[("de", "X"), "n_high_quality"] == len(known) and summary.at[("zh", "X"), "tokenizer"] == "zh"
+    assert summary.at[("de", "X"), "pearson_chrf"] > 0.5  # well translated items are the consistent ones
+    trans = res.tables["selftranslate_translations"]
+    assert trans[(trans["lang"] == "de") & trans["pair_id"].isin(known)]["bleu"].tolist() == pytest.approx([100.0] * len(known))
+    labels = res.tables["selftranslate_labels"]
+    assert set(labels["condition"]) == {"original", "I", "X", "T"}
+
+    # M2C: accuracy and morphological-error share of the German answers, zero- and one-shot
+    n = len(kinds)
+    for variant in ("zero_shot", "one_shot"):
+        assert got[("m2c", variant, "de", "accuracy")] == pytest.approx(sum(k == "gold" for k in kinds.values()) / n)
+        assert got[("m2c", variant, "de", "morph_error_share")] == pytest.approx(sum(k == "form" for k in kinds.values()) / n)
+    assert "form" in kinds.values()
+    items = res.tables["m2c_items"]
+    one = items[items["variant"] == "one_shot"]
+    same_template = one.merge(items[["test_id", "template_id"]].drop_duplicates(), left_on="exemplar", right_on="test_id")
+    assert len(one) == len(m2c) and (same_template["template_id_x"] == same_template["template_id_y"]).all()
+    assert (one["exemplar"] != one["test_id"]).all()
+
+    calls = server.stats.calls
+    again = run_evaluation(pairs, info, None, resolve("consistency,selftranslate,m2c"), out, EvalOptions(), m2c=m2c,
+                           endpoint=settings)
+    assert server.stats.calls == calls and len(again.scores) == len(res.scores)
+    import shutil
+
+    shutil.rmtree(out / "parts")  # only the LLM cache left: re-running asks nothing
+    run_evaluation(pairs, info, None, resolve("consistency,selftranslate,m2c"), out, EvalOptions(), m2c=m2c, endpoint=settings)
+    assert server.stats.calls == calls
+
+    rep = build_report(out)
+    md = (out / "report.md").read_text()
+    for title in ("## Cross-lingual consistency", "## Self-translation consistency", "## M2C question answering"):
+        assert title in md
+    assert rep.plots["consistency_heatmaps"] > 0 and "plots/consistency_heatmaps.png" in md
+    heat = pd.read_csv(out / "plots" / "consistency_heatmaps.csv")
+    assert set(heat["variant"]) == {"meta/acceptable_first", "meta/acceptable_second"}
+
+
+def test_endpoint_refuses_methods_that_need_scores(subset, server, tmp_path):
+    pairs, info, _ = subset
+    with pytest.raises(ValueError, match="direct need a local model's scores"):
+        run_evaluation(pairs, info, None, resolve("direct"), tmp_path / "o", endpoint=settings_for(server))
+
+
+def test_local_toy_runs_every_method_and_beats_its_untrained_control(subset, taught_toy_dir, tmp_path):
+    pairs, info, m2c = subset
+    taught = load_model(taught_toy_dir, batch_size=16)
+    runs = {}
+    for name, loaded in (("taught", taught), ("control", random_control(taught, seed=0))):
+        runs[name] = run_evaluation(pairs, info, loaded, resolve("consistency,selftranslate,m2c"), tmp_path / name,
+                                    EvalOptions(), m2c=m2c)
+    res = runs["taught"]
+    assert res.config.methods == ["direct", "meta", "consistency", "selftranslate", "m2c"]
+    learnt = set(learnt_tests(m2c)["test_id"])
+    for name, expected in (("taught", 1.0), ("control", 0.0)):
+        items = runs[name].tables["m2c_items"]
+        zero = items[(items["variant"] == "zero_shot") & items["test_id"].isin(learnt)]
+        assert zero["correct"].mean() == expected, name
+    quality = {name: r.tables["selftranslate_summary"].set_index(["lang", "condition"]).at[("de", "X"), "chrf"]
+               for name, r in runs.items()}
+    assert quality["taught"] > 80 > 20 > quality["control"]
+    # The summary's consistency is the agreement of the items' decisions with the original's
+    st = res.tables["selftranslate_items"]
+    orig = st[st["condition"] == "original"].set_index("pair_id")["decision"]
+    t_de = st[(st["condition"] == "T") & (st["lang"] == "de")].set_index("pair_id")["decision"]
+    agree = np.mean([orig[p] == t_de[p] for p in t_de.index])
+    got = {(s.method, s.variant, s.lang, s.metric): s.value for s in res.scores}
+    assert got[("selftranslate", "T", "de", "consistency")] == pytest.approx(agree)
+    assert res.tables["consistency_baseline"]["second_run"].iloc[0] == SWAPPED
+    assert ("consistency", "direct/full", "de-en", "consistency") in got
+    build_report(tmp_path / "taught")
+    md = (tmp_path / "taught" / "report.md").read_text()
+    for title in ("## Cross-lingual consistency", "## Self-translation consistency", "## M2C question answering",
+                  "## direct by negative type"):
+        assert title in md
