@@ -29,7 +29,7 @@ DEMO_REVIEWER = "demo-curator"  # the scripted curator's account: never a real c
 DEMO_VERSION = "0.1.0"
 RECORDING_MODEL = "sample-recording"  # replies written for the sample, not a live model's
 TOY_STEPS = 600
-DEMO_METHODS = ("direct", "meta", "neuro")
+DEMO_METHODS = ("direct", "meta", "neuro", "consistency", "selftranslate", "m2c")
 
 
 @dataclass
@@ -169,7 +169,7 @@ def _publish(ws: Workspace, console: Console) -> Path:
 
 
 def _evaluate(ws: Workspace, console: Console, release: Path, model: str | None, result: DemoResult) -> None:
-    from evaluate.data import load_release_pairs
+    from evaluate.data import load_release_m2c, load_release_pairs
     from evaluate.gates import check, load_rules, verdict
     from evaluate.methods import resolve
     from evaluate.models import load_model
@@ -178,6 +178,7 @@ def _evaluate(ws: Workspace, console: Console, release: Path, model: str | None,
     from evaluate.toy import judgement_corpus, train_toy
 
     pairs, info = load_release_pairs(release, DEMO_VERSION)
+    m2c, _ = load_release_m2c(release, DEMO_VERSION)
     if model is None:
         toy = ws.directory / "toy-model"
         if not (toy / "config.json").is_file():
@@ -189,7 +190,7 @@ def _evaluate(ws: Workspace, console: Console, release: Path, model: str | None,
     methods = resolve(list(DEMO_METHODS))
     console.print(f" 9/10 evaluate {loaded.info.name} on {len(pairs)} pairs with {', '.join(m.name for m in methods)} "
                   f"({loaded.info.device}, {loaded.info.dtype})")
-    results = run_evaluation(pairs, info, loaded, methods, out)
+    results = run_evaluation(pairs, info, loaded, methods, out, m2c=m2c)
     checks = check(results, load_rules())
     result.gates_passed = verdict(checks) != "fail"
     failed = [c for c in checks if not c.passed]

@@ -54,8 +54,10 @@ def test_demo_stops_at_review_then_runs_the_whole_loop_on_the_recording(tmp_path
         assert "report:" in done.stdout and "report.html" in done.stdout
         html = report.read_text(encoding="utf-8")
         assert "toy model" in html
+        for section in ("Cross-lingual consistency", "Self-translation consistency", "M2C question answering"):
+            assert section in html
         plots = sorted((report.parent / "plots").glob("*.png"))
-        assert len(plots) >= 5 and all(p.stat().st_size > 1000 for p in plots)
+        assert len(plots) >= 6 and all(p.stat().st_size > 1000 for p in plots)
         # Resuming the finished demo costs nothing and changes nothing.
         again = _demo(tmp_path, "--auto-review")
         assert again.returncode == 0 and "re-using it" in again.stdout
