@@ -36,8 +36,8 @@ def run_generative(ctx: Context, pairs: pd.DataFrame, name: str, orders: dict[st
     frames, logs, invalid = [], [], []
     for order, prompts in orders.items():
         replies, choices = ask(ctx, pairs, prompts, stage=f"meta ({order})")
-        frames.append(item_frame(pairs, name, order, [float(c == ACCEPTABLE) for c in choices],
-                                 [float(c == UNACCEPTABLE) for c in choices]))
+        frames.append(item_frame(pairs, name, {order: ([float(c == ACCEPTABLE) for c in choices],
+                                                       [float(c == UNACCEPTABLE) for c in choices])}))
         logs.append(pd.DataFrame({"pair_id": pairs["pair_id"], "lang": pairs["lang"], "variant": order,
                                   "reply": replies, "choice": choices}))
     items = pd.concat(frames, ignore_index=True)

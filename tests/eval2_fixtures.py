@@ -14,13 +14,11 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from rich.console import Console
 
-from builder.demo import run_demo
-from builder.llm.config import LLMSettings
 from builder.releases.publish import PublishRequest, publish
 from builder.render_tests import render_tests
 from builder.workspace.store import open_workspace
+from sample_workspace import build_sample_workspace
 from evaluate.data import load_release_m2c, load_release_pairs
 from evaluate.m2c import prompt_words, zero_shot
 from evaluate.selftranslate import TRANSLATE
@@ -36,7 +34,7 @@ TOY_STEPS = 400
 @pytest.fixture(scope="session")
 def m2c_release(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("eval2-release")
-    run_demo(root / "ws", Console(quiet=True), LLMSettings.from_env())
+    build_sample_workspace(root / "ws")
     ws = open_workspace(root / "ws")
     try:
         for lang in LANGS:
