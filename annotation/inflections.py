@@ -13,7 +13,7 @@ import re
 
 from sqlalchemy import select
 
-from annotation.tasks import task_hash, textarea
+from annotation.tasks import annotation_counts, task_hash, textarea
 from annotation.textdiff import edit_distance
 from builder.inflect import Need
 from builder.lexicon import verify_fills
@@ -86,5 +86,4 @@ def inflection_status(ws: Workspace, lang: str) -> dict:
     anns = ws.rows(select(a).where(a.c.lang == lang, a.c.stage == STAGE).order_by(a.c.updated_at))
     latest = {r["item_id"]: r["decision"] for r in anns if r["decision"]}
     counts = {d: sum(1 for v in latest.values() if v == d) for d in ("accept", "fix", "reject")}
-    return {"pending": len(inflection_tasks(ws, lang)), **counts, "reviewers": sorted({r["reviewer"] for r in anns}),
-            "annotations": len(anns), "skipped": sum(1 for r in anns if r["cancelled"])}
+    return {"pending": len(inflection_tasks(ws, lang)), **counts, **annotation_counts(ws, STAGE, lang)}

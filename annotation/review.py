@@ -200,7 +200,7 @@ def pull(ws: Workspace, conn: Connection) -> PullSummary:
                         cancelled=cancelled, lead_time_s=ann.get("lead_time"), created_at=when(ann["created_at"]), updated_at=updated,
                     )
                     if stage == "sentences":
-                        row |= sentences.record(c, conn.url, ann["id"], task["data"], fields, first_pull=old is None)
+                        row |= sentences.record(c, conn.url, lang, ann["id"], task["data"], fields, first_pull=old is None)
                     elif stage == "inflections":
                         row |= inflections.annotation_fields(task["data"], fields)
                         if row["decision"]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from sqlalchemy import select
 from sqlalchemy.engine import Connection as DBConnection
 
-from annotation.tasks import task_hash, textarea
+from annotation.tasks import annotation_counts, task_hash, textarea
 from annotation.textdiff import edit_distance
 from builder.languages import SOURCE_LANGUAGE
 from builder.sentence_reviews import current_pairs, decisions
@@ -63,7 +63,8 @@ def sentence_tasks(ws: Workspace, lang: str) -> list[dict]:
     return tasks
 
 
-def record(c: DBConnection, url: str, annotation_id: int, data: dict, fields: dict, *, first_pull: bool) -> dict:
+def record(c: DBConnection, url: str, lang: str, annotation_id: int, data: dict, fields: dict, *,
+           first_pull: bool) -> dict:
     """Store the sentences an annotation left; return its `review_annotations` fields.
 
     The version the annotation was made on is fixed at its first pull: a later edit of the same
@@ -74,7 +75,7 @@ def record(c: DBConnection, url: str, annotation_id: int, data: dict, fields: di
     version = old.version if old else data["version"]
     draft = (data["draft_acceptable"], data["draft_unacceptable"])
     final = (fields.get("acceptable_fixed") or draft[0], fields.get("unacceptable_fixed") or draft[1])
-    values = dict(pair_id=data["item_id"], lang=data["item_key"].split(":")[1], version=version, acceptable=final[0],
+    values = dict(pair_id=data["item_id"], lang=lang, version=version, acceptable=final[0],
                   unacceptable=final[1])
     if old:
         c.execute(s.update().where(s.c.annotation_id == annotation_id, s.c.url == url).values(**values))
@@ -94,7 +95,4 @@ def sentence_status(ws: Workspace, lang: str) -> dict:
     decided = decisions(ws, lang)
     total = len(current_pairs(ws, lang))
     counts = {d: sum(1 for r in decided.values() if r.decision == d) for d in ("accept", "fix", "reject")}
-    a = t.review_annotations
-    anns = ws.rows(select(a.c.reviewer, a.c.cancelled).where(a.c.lang == lang, a.c.stage == "sentences"))
-    return {"pending": total - len(decided), **counts, "reviewers": sorted({r["reviewer"] for r in anns}),
-            "annotations": len(anns), "skipped": sum(1 for r in anns if r["cancelled"])}
+    return {"pending": total - len(decided), **counts, **annotation_counts(ws, "sentences", lang)}

@@ -15,10 +15,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from builder.releases.publish import PublishRequest, publish
-from builder.render_tests import render_tests
-from builder.workspace.store import open_workspace
-from sample_workspace import build_sample_workspace
+from sample_workspace import build_sample_release
 from evaluate.data import load_release_m2c, load_release_pairs
 from evaluate.m2c import prompt_words, zero_shot
 from evaluate.selftranslate import TRANSLATE
@@ -34,15 +31,7 @@ TOY_STEPS = 400
 @pytest.fixture(scope="session")
 def m2c_release(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("eval2-release")
-    build_sample_workspace(root / "ws")
-    ws = open_workspace(root / "ws")
-    try:
-        for lang in LANGS:
-            render_tests(ws, lang, n=3)
-        publish(ws, PublishRequest(target=root / "releases", version=VERSION))
-    finally:
-        ws.close()
-    return root / "releases"
+    return build_sample_release(root, VERSION, m2c_langs=tuple(LANGS), m2c_n=3)
 
 
 @pytest.fixture(scope="session")

@@ -15,9 +15,7 @@ import pytest
 import torch
 from transformers.modeling_outputs import CausalLMOutput
 
-from builder.releases.publish import PublishRequest, publish
-from builder.workspace.store import open_workspace
-from sample_workspace import build_sample_workspace
+from sample_workspace import build_sample_release
 from evaluate.data import load_release_pairs
 from evaluate.models import LoadedModel, ModelInfo, load_model
 from evaluate.toy import judgement_corpus, train_toy
@@ -30,13 +28,7 @@ VERSION = "1.0.0"
 @pytest.fixture(scope="session")
 def release(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("eval-release")
-    build_sample_workspace(root / "ws")
-    ws = open_workspace(root / "ws")
-    try:
-        publish(ws, PublishRequest(target=root / "releases", version=VERSION))
-    finally:
-        ws.close()
-    return root / "releases"
+    return build_sample_release(root, VERSION)
 
 
 @pytest.fixture(scope="session")

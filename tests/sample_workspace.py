@@ -16,12 +16,14 @@ from builder.demo import DEMO_TARGETS
 from builder.generate import generate
 from builder.llm.config import LLMSettings
 from builder.paths import sample_dir
+from builder.releases.publish import PublishRequest, publish
+from builder.render_tests import render_tests
 from builder.runner import run_stage
 from builder.seeds import import_seeds
 from builder.selection import Scope
 from builder.translate import translate
 from builder.verify import accept
-from builder.workspace.store import init_workspace
+from builder.workspace.store import init_workspace, open_workspace
 
 REVIEWER = "demo-curator"
 
@@ -42,3 +44,16 @@ def build_sample_workspace(directory: Path) -> Path:
     finally:
         ws.close()
     return directory
+
+
+def build_sample_release(root: Path, version: str, *, m2c_langs: tuple[str, ...] = (), m2c_n: int | None = None) -> Path:
+    """The sample workspace under `root/ws`, with M2C tests rendered for `m2c_langs`, published to `root/releases`."""
+    build_sample_workspace(root / "ws")
+    ws = open_workspace(root / "ws")
+    try:
+        for lang in m2c_langs:
+            render_tests(ws, lang, n=m2c_n)
+        publish(ws, PublishRequest(target=root / "releases", version=version))
+    finally:
+        ws.close()
+    return root / "releases"
