@@ -257,7 +257,7 @@ def export_recording(path: Path, workspace: Optional[Path] = WorkspaceOpt) -> No
     """Write the workspace's cached replies as a recording that can be replayed offline."""
     from builder.llm.recording import export_recording as export
 
-    n = export(_ws(workspace), path)
+    n = export(path, _ws(workspace))
     out.print(f"wrote {n} replies to {path}")
 
 

@@ -30,6 +30,9 @@ DEMO_VERSION = "0.1.0"
 RECORDING_MODEL = "sample-recording"  # replies written for the sample, not a live model's
 TOY_STEPS = 600
 DEMO_METHODS = ("direct", "meta", "neuro", "consistency", "selftranslate", "m2c")
+# A toy cannot translate: with no --model, self-translation is shown on the LLM's replies instead
+# (the configured endpoint, or the recording), and the toy runs every other method.
+LLM_METHODS = ("selftranslate",)
 
 
 @dataclass
@@ -40,6 +43,8 @@ class DemoResult:
     results: Path | None = None
     report: Path | None = None
     gates_passed: bool | None = None
+    llm_results: Path | None = None  # self-translation by the LLM, when the evaluated model is the toy
+    llm_report: Path | None = None
 
 
 def run_demo(directory: Path, console: Console, settings: LLMSettings | None = None, *, auto_review: bool = False,
@@ -96,7 +101,7 @@ def _run(ws: Workspace, console: Console, settings: LLMSettings, auto_review: bo
     release = _publish(ws, console)
     result = DemoResult(where, finished=True, release=release)
     if evaluate:
-        _evaluate(ws, console, release, model, result)
+        _evaluate(ws, console, release, model, settings, result)
     console.rule("[bold]done")
     console.print(f"workspace:    {where / 'workspace.sqlite'}")
     console.print(f"label studio: {conn.url} (builder review stop -w {where} stops it)")
@@ -104,6 +109,10 @@ def _run(ws: Workspace, console: Console, settings: LLMSettings, auto_review: bo
     if result.report:
         console.print(f"results:      {result.results}")
         console.print(f"report:       {result.report}")
+    if result.llm_report:
+        console.print(f"LLM results:  {result.llm_results}")
+        console.print(f"LLM report:   {result.llm_report}")
+    if result.report:
         console.print(f"gates:        {'passed' if result.gates_passed else 'FAILED'}")
     return result
 
@@ -168,60 +177,110 @@ def _publish(ws: Workspace, console: Console) -> Path:
     return target
 
 
-def _evaluate(ws: Workspace, console: Console, release: Path, model: str | None, result: DemoResult) -> None:
+def _evaluate(ws: Workspace, console: Console, release: Path, model: str | None, settings: LLMSettings,
+              result: DemoResult) -> None:
     from evaluate.data import load_release_m2c, load_release_pairs
-    from evaluate.gates import check, load_rules, verdict
     from evaluate.methods import resolve
     from evaluate.models import load_model
-    from evaluate.report import build_report
     from evaluate.run import run_evaluation
     from evaluate.toy import judgement_corpus, train_toy
 
     pairs, info = load_release_pairs(release, DEMO_VERSION)
     m2c, _ = load_release_m2c(release, DEMO_VERSION)
+    names = DEMO_METHODS
     if model is None:
         toy = ws.directory / "toy-model"
         if not (toy / "config.json").is_file():
             console.print(f" 9/10 train a toy model on the release's sentences ({TOY_STEPS} steps, a toy: labelled so)")
             train_toy(judgement_corpus(pairs), toy, steps=TOY_STEPS)
-        model = str(toy)
+        model, names = str(toy), tuple(n for n in DEMO_METHODS if n not in LLM_METHODS)
     loaded = load_model(model)
     out = ws.directory / "eval" / DEMO_VERSION
-    methods = resolve(list(DEMO_METHODS))
+    methods = resolve(list(names))
     console.print(f" 9/10 evaluate {loaded.info.name} on {len(pairs)} pairs with {', '.join(m.name for m in methods)} "
                   f"({loaded.info.device}, {loaded.info.dtype})")
     results = run_evaluation(pairs, info, loaded, methods, out, m2c=m2c)
+    result.results, result.report, passed = out, *_gates_and_report(console, results, out)
+    if names != DEMO_METHODS:
+        llm_out = out / "llm"
+        console.print(f"      evaluate the LLM on {', '.join(LLM_METHODS)} (it translates the English items itself)")
+        llm = self_translation(pairs, info, settings, llm_out)
+        result.llm_results, result.llm_report, llm_passed = llm_out, *_gates_and_report(console, llm, llm_out)
+        passed = passed and llm_passed
+    result.gates_passed = passed
+
+
+def self_translation(pairs, info, settings: LLMSettings, out: Path):
+    """The LLM's self-translation consistency on the release (replayed from the recording when no endpoint is set)."""
+    from evaluate.methods import resolve
+    from evaluate.run import run_evaluation
+
+    return run_evaluation(pairs, info, None, resolve(list(LLM_METHODS)), out, endpoint=settings)
+
+
+def _gates_and_report(console: Console, results, out: Path) -> tuple[Path, bool]:
+    from evaluate.gates import check, load_rules, verdict
+    from evaluate.report import build_report
+
     checks = check(results, load_rules())
-    result.gates_passed = verdict(checks) != "fail"
     failed = [c for c in checks if not c.passed]
-    console.print(f"10/10 gates: {len(checks) - len(failed)} passed, {len(failed)} failed")
+    console.print(f"10/10 gates for {results.config.model.name}: {len(checks) - len(failed)} passed, {len(failed)} failed")
     for c in failed[:5]:
         console.print(f"      FAIL {c.method}/{c.variant} {c.lang} {c.negative_type}: {'; '.join(c.failures)}")
     if len(failed) > 5:
         console.print(f"      … and {len(failed) - 5} more: builder eval gate {out}")
     rep = build_report(out)
-    result.results, result.report = out, rep.html
     console.print(f"      report with {len(rep.plots)} figures: {rep.html}")
+    return rep.html, verdict(checks) != "fail"
 
 
 def record_demo(out_path: Path, console: Console) -> int:
     """Re-record the demo's replies: run the demo against the stand-in server answering from the
-    sample's answer files, then export the cache as the bundled recording (a maintainer's tool)."""
+    sample's answer files, and the LLM's self-translation of its release, then export both caches
+    as the bundled recording (a maintainer's tool)."""
     import tempfile
 
     from annotation.server import stop
     from builder.llm.recording import export_recording
-    from builder.llm.standin import Lexicon, StandinServer
+    from builder.llm.standin import StandinServer
     from builder.workspace.store import open_workspace
+    from evaluate.data import load_release_pairs
 
-    lexicon = Lexicon.from_answers(sample_dir() / "demo" / "answers")
-    with tempfile.TemporaryDirectory() as tmp, StandinServer(lexicon, model=RECORDING_MODEL) as server:
+    with tempfile.TemporaryDirectory() as tmp, StandinServer(demo_lexicon(), model=RECORDING_MODEL) as server:
         settings = LLMSettings(base_url=server.base_url, api_key="recording", mode="api")
         try:
-            run_demo(Path(tmp) / "ws", console, settings, auto_review=True, evaluate=False)
+            done = run_demo(Path(tmp) / "ws", console, settings, auto_review=True, evaluate=False)
         finally:
             stop(Path(tmp) / "ws")
-        ws = open_workspace(Path(tmp) / "ws")
-        n = export_recording(ws, out_path)
-        ws.close()
-    return n
+        llm_out = Path(tmp) / "llm"
+        self_translation(*load_release_pairs(done.release, DEMO_VERSION), settings, llm_out)
+        workspaces = [open_workspace(Path(tmp) / "ws"), open_workspace(llm_out / "llm-cache")]
+        try:
+            return export_recording(out_path, *workspaces)
+        finally:
+            for ws in workspaces:
+                ws.close()
+
+
+def demo_lexicon():
+    """The stand-in's knowledge of the sample: the answer files, plus, for self-translation, each English
+    sentence's translation (the sample's sentence in that language) and which sentences are true."""
+    import json
+
+    from builder.generate import english_sentence
+    from builder.llm.standin import Lexicon
+
+    lex = Lexicon.from_answers(sample_dir() / "demo" / "answers")
+    names = {lang.code: lang.name for lang in languages_mod.builtin_languages()}
+    langs = sorted({lang for lang, _, _ in lex.sentences})
+    for line in (sample_dir() / "seeds" / "comps.jsonl").read_text(encoding="utf-8").splitlines():
+        c = json.loads(line)
+        for role in ("acceptable", "unacceptable"):
+            english = english_sentence(c[f"prefix_{role}"], c["property_phrase"])[0]
+            known = [lex.sentences.get((lang, c["property"], c[f"{role}_concept"])) for lang in langs]
+            for lang, rec in zip(langs, known):
+                if rec:
+                    lex.texts[(names[lang], english)] = rec["sentence"]
+            if role == "acceptable":
+                lex.facts.update([english, *(rec["sentence"] for rec in known if rec)])
+    return lex

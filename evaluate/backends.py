@@ -119,7 +119,15 @@ class EndpointGenerator:
 
 
 def endpoint_info(settings: LLMSettings) -> ModelInfo:
-    """What results say about a model behind an endpoint: its served name; weights are not ours to hash."""
+    """What results say about a model behind an endpoint: its served name; weights are not ours to hash.
+
+    Replayed replies are labelled as such: the recording, not the configured model name, answered.
+    """
+    if settings.mode == "recording":
+        where = Path(settings.recording_path or "").name or "recording"
+        return ModelInfo(name=f"recorded replies ({where})", source="recording", revision=None, weights_sha256=None,
+                         architecture="replayed recording of an OpenAI-compatible endpoint", n_params=0, n_layers=0,
+                         hidden_size=0, device=f"replay of {where}", dtype="n/a", batch_size=settings.concurrency)
     return ModelInfo(name=settings.model, source="endpoint", revision=None, weights_sha256=None,
                      architecture="OpenAI-compatible endpoint", n_params=0, n_layers=0, hidden_size=0,
                      device=settings.base_url or "default", dtype="n/a", batch_size=settings.concurrency)

@@ -87,7 +87,7 @@ class ModelInfo(BaseModel):
 
     model_config = ConfigDict(frozen=True)
     name: str
-    source: Literal["local", "hub", "control", "endpoint"]
+    source: Literal["local", "hub", "control", "endpoint", "recording"]
     revision: str | None
     weights_sha256: str | None
     architecture: str

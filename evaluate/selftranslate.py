@@ -52,9 +52,12 @@ def task_prompt(parts: dict[str, str], first: str, second: str) -> str:
 
 
 def clean_translation(reply: str) -> str:
-    """The translation in a reply: its first non-empty line without surrounding quotes."""
+    """The translation in a reply: its first non-empty line, without quotes only where they wrap all of it
+    (「A」または「B」で答えてください。 keeps its opening bracket)."""
     line = next((ln.strip() for ln in reply.splitlines() if ln.strip()), "")
-    return line.strip(_QUOTES).strip()
+    while len(line) >= 2 and line[0] in _QUOTES and line[-1] in _QUOTES:
+        line = line[1:-1].strip()
+    return line
 
 
 def options(pair_id: str, acceptable: str, unacceptable: str) -> tuple[str, str]:

@@ -5,6 +5,7 @@ import os
 import subprocess
 import sys
 
+import pandas as pd
 from sqlalchemy import select
 from typer.testing import CliRunner
 
@@ -54,14 +55,26 @@ def test_demo_stops_at_review_then_runs_the_whole_loop_on_the_recording(tmp_path
         assert "report:" in done.stdout and "report.html" in done.stdout
         html = report.read_text(encoding="utf-8")
         assert "toy model" in html
-        for section in ("Cross-lingual consistency", "Self-translation consistency", "M2C question answering"):
+        for section in ("Cross-lingual consistency", "M2C question answering"):
             assert section in html
         plots = sorted((report.parent / "plots").glob("*.png"))
         assert len(plots) >= 6 and all(p.stat().st_size > 1000 for p in plots)
+        # The toy cannot translate: self-translation is the LLM's, replayed from the recording too.
+        llm_report = report.parent / "llm" / "report.html"
+        assert str(llm_report.relative_to(tmp_path / "demo")) in done.stdout
+        llm_html = llm_report.read_text(encoding="utf-8")
+        assert "Self-translation consistency" in llm_html and "recorded replies (recording.jsonl)" in llm_html
+        llm_ws = open_workspace(report.parent / "llm" / "llm-cache")
+        llm_calls = llm_ws.rows(select(t.llm_calls.c.source, t.llm_calls.c.stage))
+        assert llm_calls and {c["source"] for c in llm_calls} == {"recording"}
+        assert {c["stage"] for c in llm_calls} == {"selftranslate: translation", "selftranslate: answer"}
+        summary = pd.read_parquet(report.parent / "llm" / "selftranslate_summary.parquet")
+        assert set(summary["lang"]) == {"de", "zh", "ar", "ja", "ru", "vi"} and (summary["bleu"].dropna() > 50).all()
         # Resuming the finished demo costs nothing and changes nothing.
         again = _demo(tmp_path, "--auto-review")
         assert again.returncode == 0 and "re-using it" in again.stdout
         assert len(ws.rows(select(t.llm_calls.c.id))) == len(calls)
+        assert len(llm_ws.rows(select(t.llm_calls.c.id))) == len(llm_calls)
     finally:
         subprocess.run([sys.executable, "-m", "builder.cli", "review", "stop", "-w", str(tmp_path / "demo")],
                        capture_output=True, timeout=60)

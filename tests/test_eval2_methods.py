@@ -14,7 +14,7 @@ from evaluate.methods import EvalOptions, resolve
 from evaluate.models import load_model, random_control
 from evaluate.report import build_report
 from evaluate.run import run_evaluation
-from evaluate.selftranslate import acceptable_first
+from evaluate.selftranslate import acceptable_first, clean_translation
 
 from conftest import settings_for
 from eval2_fixtures import learnt_tests, m2c_release, subset, taught_toy_dir  # noqa: F401
@@ -226,3 +226,14 @@ def test_local_toy_runs_every_method_and_beats_its_untrained_control(subset, tau
     for title in ("## Cross-lingual consistency", "## Self-translation consistency", "## M2C question answering",
                   "## direct by negative type"):
         assert title in md
+
+
+@pytest.mark.parametrize("reply, expected", [
+    ("“Ein Toaster erwärmt Speisen.”\nHinweis: wörtlich übersetzt.", "Ein Toaster erwärmt Speisen."),
+    ("\n  \"'Привет.'\"  ", "Привет."),
+    ("「A」または「B」で答えてください。", "「A」または「B」で答えてください。"),  # quotes inside the text stay
+    ("Bitte antworten Sie mit „A“ oder „B“.", "Bitte antworten Sie mit „A“ oder „B“."),
+    ("", ""),
+])
+def test_a_translation_is_the_first_line_unwrapped_only_where_quotes_wrap_it(reply, expected):
+    assert clean_translation(reply) == expected

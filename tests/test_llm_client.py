@@ -131,3 +131,36 @@ def test_secret_key_is_not_in_settings_repr_or_records(ws, make_client, server):
     assert "sk-very-secret" not in repr(client.settings)
     dump = str(ws.rows(select(t.llm_calls))) + str(ws.rows(select(t.llm_cache)))
     assert "sk-very-secret" not in dump
+
+
+def test_a_recording_replays_structured_and_plain_text_replies(ws, tmp_path, make_client, server):
+    """Exported from one workspace, replayed into another with no server: same replies, source `recording`."""
+    from builder.llm.client import Request
+    from builder.llm.config import LLMSettings
+    from builder.llm.recording import export_recording
+    from builder.workspace.store import init_workspace
+
+    server.lexicon.texts[("German", "A kettle boils water.")] = "Ein Wasserkocher kocht Wasser."
+    text_req = Request((("user", "Please translate the following text into German: “A kettle boils water.”"),),
+                       "text", "selftranslate: translation", "de", "p" * 64)
+
+    async def both(client):
+        try:
+            return (await client.ask_valid(_req(), TranslationBatch),
+                    await client.ask_text(text_req, max_tokens=64), await client.ask_text(text_req, max_tokens=8))
+        finally:
+            await client.aclose()
+
+    live = asyncio.run(both(make_client(ws)))
+    assert export_recording(tmp_path / "rec.jsonl", ws) == 3  # decoding settings are part of a text request's key
+    replay_ws = init_workspace(tmp_path / "replay")
+    settings = LLMSettings(model="standin-translator", mode="recording", recording_path=str(tmp_path / "rec.jsonl"))
+    calls = server.stats.calls
+    structured, text, short = asyncio.run(both(LLMClient(replay_ws, settings)))
+    assert server.stats.calls == calls
+    assert structured.value == live[0].value and text.text == live[1].text == "Ein Wasserkocher kocht Wasser."
+    assert short.text == live[2].text
+    assert {r["source"] for r in replay_ws.rows(select(t.llm_calls.c.source))} == {"recording"}
+    with pytest.raises(LLMError, match="not in the bundled recording"):
+        asyncio.run(both(LLMClient(init_workspace(tmp_path / "other"), settings.model_copy(update={"model": "another"}))))
+    replay_ws.close()

@@ -22,7 +22,7 @@ from pydantic import BaseModel, ValidationError
 from sqlalchemy import select
 
 from builder.llm.config import LLMSettings
-from builder.llm.keys import canonical, request_key, text_hash
+from builder.llm.keys import canonical, request_key, text_hash, text_request_key
 from builder.llm.pricing import cost_usd, estimate_tokens
 from builder.llm.schema import strict_schema
 from builder.records import LLMCall
@@ -75,9 +75,6 @@ class Reply(Generic[T]):
 class TextReply:
     text: str
     call_id: str
-
-
-TEXT = "text"  # the schema name of plain-text requests in their cache key
 
 
 @dataclass
@@ -160,7 +157,7 @@ class LLMClient:
         """
         temp = self.settings.temperature if temperature is None else temperature
         decoding = {"max_tokens": max_tokens, **({"seed": seed} if seed is not None else {})}
-        key = request_key(self.settings.model, req.as_messages(), TEXT, decoding, temp)
+        key = text_request_key(self.settings.model, req.as_messages(), decoding, temp)
         cached = self._cached(key)
         if cached is not None:
             self.stats.cache_hits += 1

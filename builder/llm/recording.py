@@ -49,12 +49,15 @@ class ReplayTransport(httpx2.AsyncBaseTransport):
         return httpx2.Response(200, json=reply)
 
 
-def export_recording(ws: Workspace, path: Path) -> int:
-    """Write every cached reply of a workspace as a recording (sorted, so the file diffs cleanly)."""
-    rows = ws.rows(select(t.llm_cache.c.request_key, t.llm_cache.c.response).order_by(t.llm_cache.c.request_key))
+def export_recording(path: Path, *workspaces: Workspace) -> int:
+    """Write every cached reply of the workspaces as one recording (sorted, so the file diffs cleanly)."""
+    replies: dict[str, dict] = {}
+    for ws in workspaces:
+        for r in ws.rows(select(t.llm_cache.c.request_key, t.llm_cache.c.response)):
+            replies[r["request_key"]] = r["response"]
     tmp = path.with_suffix(".tmp")
     with tmp.open("w", encoding="utf-8") as fh:
-        for r in rows:
-            fh.write(canonical({"key": r["request_key"], "response": r["response"]}) + "\n")
+        for key in sorted(replies):
+            fh.write(canonical({"key": key, "response": replies[key]}) + "\n")
     tmp.replace(path)
-    return len(rows)
+    return len(replies)

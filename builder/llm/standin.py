@@ -63,6 +63,11 @@ class Lexicon:
 
     @classmethod
     def from_answers(cls, folder: Path) -> "Lexicon":
+        """Answers from one JSONL file per language code, by record type: translation, inflection,
+        text (a plain-text translation of an English text) and sentence."""
+        from builder.languages import builtin_languages
+
+        names = {lang.code: lang.name for lang in builtin_languages()}
         lex = cls()
         for path in sorted(folder.glob("*.jsonl")):
             lang = path.stem
@@ -74,6 +79,8 @@ class Lexicon:
                     lex.translations[(lang, rec["kind"], rec["english"])] = rec
                 elif rec["type"] == "inflection":
                     lex.inflections[(lang, rec["lemma"], rec["features"])] = rec["form"]
+                elif rec["type"] == "text":
+                    lex.texts[(names[lang], rec["english"])] = rec["translation"]
                 else:
                     lex.sentences[(lang, rec["property"], rec["concept"])] = rec
         return lex
