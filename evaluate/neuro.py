@@ -3,7 +3,9 @@
 Each unique sentence's last-token state (or mean over its tokens) of every layer, embeddings
 included as layer 0, is streamed to disk as float16, one file per layer, appended batch by batch,
 one language at a time (the disk holds one language's states): memory holds one batch during
-extraction and, during probing, the rows of the probes running at once, never all layers.
+extraction (on a CPU, batches are cut to a token budget, since their activations share memory with
+everything else) and, during probing, the rows of the probes running at once, never all layers.
+The control model exists only while it extracts: it is rebuilt (same seed, same weights) per language.
 
 A logistic-regression probe per language x negative type x layer separates acceptable from
 unacceptable sentences, with k-fold cross-validation grouped so that both sentences of a pair stay
@@ -18,6 +20,7 @@ them. Features are standardised once per probe set (no labels involved).
 
 from __future__ import annotations
 
+import ctypes
 import gc
 import hashlib
 import json
@@ -42,6 +45,18 @@ from evaluate.models import LoadedModel, random_control
 from evaluate.scoring import ENCODE_CHUNK, Scorer, length_batches, pad_batch
 
 CHUNK_BYTES = 1 << 20  # working buffers of reads and standardisation stay this small
+CPU_EXTRACT_BYTES = 8 << 20  # activations of one extraction batch on a CPU, where they share memory with everything
+
+
+def extraction_tokens(loaded: LoadedModel) -> int | None:
+    """Padded tokens per extraction batch on a CPU, from an estimate of a decoder layer's activations per token
+    (residual states of every layer kept for pooling, and the feed-forward block's four intermediate tensors).
+    None on an accelerator, whose activations are not in host memory: batches are then the model's batch size."""
+    if loaded.info.device != "cpu":
+        return None
+    cfg = loaded.model.config
+    per_token = 4 * (2 * (cfg.num_hidden_layers + 1) * cfg.hidden_size + 4 * getattr(cfg, "intermediate_size", 4 * cfg.hidden_size))
+    return max(1, CPU_EXTRACT_BYTES // per_token)
 
 
 @dataclass
@@ -100,7 +115,7 @@ def extract_hidden(loaded: LoadedModel, scorer: Scorer, texts: list[str], direct
     order: list[int] = []
     files = [open(directory / f"layer_{layer:03d}.f16", "wb") for layer in range(n_layers)]
     try:
-        for batch in length_batches([len(s) for s in ids], loaded.info.batch_size):
+        for batch in length_batches([len(s) for s in ids], loaded.info.batch_size, extraction_tokens(loaded)):
             vecs = _pooled_states(loaded, [ids[i] for i in batch], scorer.pad_id, skip, pooling)
             for layer, f in enumerate(files):
                 f.write(vecs[layer].tobytes())
@@ -243,6 +258,8 @@ def probe_all(stores: dict[str, HiddenStore], pairs: pd.DataFrame, opts: EvalOpt
         return ProbeResult(tag, ps, layer, f1, decision)
 
     results = []
+    if progress:
+        progress(0, len(tasks))
     with threadpool_limits(max(1, (os.cpu_count() or 1) // opts.probe_jobs)), ThreadPoolExecutor(opts.probe_jobs) as pool:
         for r in pool.map(run, tasks):
             results.append(r)
@@ -279,23 +296,37 @@ class Neuro:
 
     def run(self, ctx: Context, pairs: pd.DataFrame) -> MethodOutput:
         """Language by language, so the disk holds one language's hidden states at a time."""
-        pooling, control, results = ctx.options.probe_pooling, None, []
+        pooling, results = ctx.options.probe_pooling, []
         for lang, sub in pairs.groupby("lang", sort=True):
             texts = list(pd.unique(pd.concat([sub["acceptable_sentence"], sub["unacceptable_sentence"]])))
             where = ctx.work_dir / "hidden" / lang
             stores = {"probe": extract_hidden(ctx.loaded, ctx.scorer, texts, where / "model", pooling=pooling,
                                               progress=lambda d, t, lang=lang: ctx.progress(f"neuro {lang}: hidden states", d, t))}
-            if control is None:
-                control = random_control(ctx.loaded, ctx.options.control_seed)
+            control = random_control(ctx.loaded, ctx.options.control_seed)
             stores["control"] = extract_hidden(control, ctx.scorer, texts, where / "control", pooling=pooling,
                                                progress=lambda d, t, lang=lang: ctx.progress(f"neuro {lang}: control states", d, t))
+            del control  # probes need its states, not its weights
+            _release_memory()
             results += probe_all(stores, sub, ctx.options, lambda d, t, lang=lang: ctx.progress(f"neuro {lang}: probes", d, t))
             shutil.rmtree(where)
-        del control
-        gc.collect()
-        if torch.cuda.is_available():
-            torch.cuda.empty_cache()
         return summarise(results, pairs)
+
+
+def _release_memory() -> None:
+    """Give freed memory back before probing: the control's weights and extraction's buffers would otherwise
+    stay resident in the C allocator's heap (glibc keeps freed pages unless asked to trim them)."""
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+    trim = getattr(_LIBC, "malloc_trim", None)
+    if trim is not None:
+        trim(0)
+
+
+try:
+    _LIBC = ctypes.CDLL("libc.so.6")
+except OSError:  # not glibc (macOS, Windows, musl): nothing to trim
+    _LIBC = None
 
 
 register(Neuro())

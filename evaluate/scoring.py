@@ -8,6 +8,10 @@ Every choice that changes a score is explicit and recorded (`ScoringSetup`):
   (the space, the quote) belongs to the side the caller wrote it on.
 - Requests are sorted by token length and cut into batches, so padding stays small; padding goes on
   the right, where a causal model never attends to it.
+- The output layer runs only where a next token is scored (not on padding, not after a text's last
+  token), and a log-probability is the target's logit minus the log-sum-exp of its row, so no
+  [batch, length, vocabulary] log-softmax is ever held: with real vocabularies that layer and that
+  tensor are most of the time and memory of scoring.
 """
 
 from __future__ import annotations
@@ -25,6 +29,8 @@ from evaluate.models import LoadedModel
 BosPolicy = Literal["auto", "bos", "eos", "none"]
 ProgressFn = Callable[[int, int], None]  # (done, total)
 ENCODE_CHUNK = 1024
+PROBE_TOKENS = tuple(range(1, 9))  # the input on which a model's split into decoder and output layer is checked
+HEAD_CHUNK_BYTES = 32 << 20  # float32 logits per output-layer call: bounded memory, and fast while cached
 
 
 class ScoringSetup(BaseModel):
@@ -64,10 +70,21 @@ class TokenScores:
         return float(self.logprobs[keep].sum()), int(keep.sum())
 
 
-def length_batches(lengths: Sequence[int], batch_size: int) -> list[list[int]]:
-    """Indices grouped into batches of similar length, longest first (memory trouble shows at once)."""
+def length_batches(lengths: Sequence[int], batch_size: int, max_tokens: int | None = None) -> list[list[int]]:
+    """Indices grouped into batches of similar length, longest first (memory trouble shows at once).
+
+    With `max_tokens`, a batch also stops growing before its padded size (rows x longest) would exceed it.
+    """
     order = sorted(range(len(lengths)), key=lambda i: (-lengths[i], i))
-    return [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
+    if max_tokens is None:
+        return [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
+    batches: list[list[int]] = []
+    for i in order:
+        if batches and len(batches[-1]) < batch_size and (len(batches[-1]) + 1) * lengths[batches[-1][0]] <= max_tokens:
+            batches[-1].append(i)
+        else:
+            batches.append([i])
+    return batches
 
 
 def pad_batch(seqs: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -80,12 +97,47 @@ def pad_batch(seqs: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Tensor,
     return ids, mask
 
 
+# Config fields of models whose logits are more than the output layer's: soft-capping (Gemma 2/3) and scaling
+# (Cohere, Granite). Such models are scored from their full logits.
+LOGIT_TRANSFORMS = ("final_logit_softcapping", "logit_scale", "logits_scaling")
+
+
+def split_head(model) -> tuple[torch.nn.Module, torch.nn.Module] | None:
+    """(decoder, output layer) when the model's logits are exactly the output layer applied to the decoder's
+    last hidden states: no known logit transform in its config, and the same logits both ways on a probe.
+    None otherwise, and the model is scored from its full logits."""
+    body, output = getattr(model, "base_model", None), getattr(model, "get_output_embeddings", None)
+    head = output() if output else None
+    if body is None or body is model or head is None:
+        return None
+    if any(getattr(model.config, k, None) not in (None, 1, 1.0) for k in LOGIT_TRANSFORMS):
+        return None
+    device = next(model.parameters()).device
+    probe = torch.tensor([PROBE_TOKENS], device=device) % model.config.vocab_size
+    with torch.inference_mode():
+        full = model(input_ids=probe).logits.float()
+        split = head(body(input_ids=probe).last_hidden_state).float()
+    return (body, head) if torch.allclose(full, split, rtol=1e-5, atol=1e-6) else None
+
+
+def token_logprobs(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """log p(target) per row of [positions, vocabulary] logits, computed in float32."""
+    return torch.log_softmax(logits, dim=-1, dtype=torch.float32).gather(-1, targets[:, None]).squeeze(-1)
+
+
 class Scorer:
     def __init__(self, loaded: LoadedModel, bos_policy: BosPolicy = "auto") -> None:
         self.loaded = loaded
         self.setup, self.bos_id = resolve_bos(bos_policy, loaded.tokenizer)
         tok = loaded.tokenizer
         self.pad_id = tok.pad_token_id if tok.pad_token_id is not None else (tok.eos_token_id or 0)
+        self._split: tuple | None | bool = False  # not probed yet: a resumed run that scores nothing never runs the model
+
+    @property
+    def split(self) -> tuple[torch.nn.Module, torch.nn.Module] | None:
+        if self._split is False:
+            self._split = split_head(self.loaded.model)
+        return self._split
 
     def encode(self, texts: Sequence[str]) -> list[list[int]]:
         """Token ids without special tokens, in chunks: a tokenizer's full encodings of every text at once are large."""
@@ -126,10 +178,22 @@ class Scorer:
         return out
 
     def _logprobs(self, seqs: list[list[int]]) -> np.ndarray:
-        """[batch, width-1] log-probability of each next token (float32 whatever the model's dtype)."""
+        """[batch, width-1] log-probability of each next token (float32 whatever the model's dtype; NaN on padding)."""
         ids, mask = pad_batch(seqs, self.pad_id)
         ids, mask = ids.to(self.loaded.device), mask.to(self.loaded.device)
+        scored = mask[:, 1:].bool()  # positions whose next token is a real one
         with torch.inference_mode():
-            logits = self.loaded.model(input_ids=ids, attention_mask=mask).logits[:, :-1]
-            lp = torch.log_softmax(logits, dim=-1, dtype=torch.float32).gather(-1, ids[:, 1:, None]).squeeze(-1)
+            if self.split:
+                body, head = self.split
+                rows = body(input_ids=ids, attention_mask=mask).last_hidden_state[:, :-1][scored]
+                vocab = self.loaded.model.config.vocab_size
+            else:
+                head = torch.nn.Identity()
+                rows = self.loaded.model(input_ids=ids, attention_mask=mask).logits[:, :-1][scored]
+                vocab = rows.shape[-1]
+            targets = ids[:, 1:][scored]
+            lp = torch.full(scored.shape, float("nan"), dtype=torch.float32, device=ids.device)
+            step = max(1, HEAD_CHUNK_BYTES // (4 * vocab))
+            lp[scored] = torch.cat([token_logprobs(head(rows[i : i + step]), targets[i : i + step])
+                                    for i in range(0, len(targets), step)])
         return lp.cpu().numpy()

@@ -11,7 +11,7 @@ from tokenizers import processors
 
 from evaluate.direct import VARIANTS, shared_continuation, span_scores
 from evaluate.models import Capabilities, choose_batch_size, choose_device, choose_dtype, load_model, weights_sha256
-from evaluate.scoring import Scorer
+from evaluate.scoring import PROBE_TOKENS, Scorer
 
 from eval_fixtures import release, release_pairs, toy, toy_dir  # noqa: F401
 
@@ -26,14 +26,16 @@ def reference_logprob(loaded, text: str) -> float:
 
 
 class RowCounter:
-    """Counts sequences (and keeps the inputs) the model is run on."""
+    """Counts sequences (and keeps the inputs) of text the model's decoder is run on (not the scorer's probe)."""
 
     def __init__(self, model):
         self.rows, self.inputs = 0, []
-        self.handle = model.register_forward_pre_hook(self, with_kwargs=True)
+        self.handle = model.base_model.register_forward_pre_hook(self, with_kwargs=True)
 
     def __call__(self, module, args, kwargs):
         ids = kwargs["input_ids"]
+        if ids.shape[0] == 1 and tuple(ids[0].tolist()) == PROBE_TOKENS:
+            return
         self.rows += ids.shape[0]
         self.inputs.append(ids.clone())
 
@@ -57,6 +59,34 @@ def test_batched_scores_equal_one_forward_per_sentence_and_each_sentence_is_scor
     one = Scorer(toy.__class__(toy.model, toy.tokenizer, toy.info.model_copy(update={"batch_size": 1}))).score([("", t) for t in unique])
     for t in unique:
         np.testing.assert_allclose(one[("", t)].logprobs, scored[("", t)].logprobs, atol=1e-4)
+
+
+def test_a_model_with_soft_capped_logits_is_scored_from_its_full_logits(toy, tmp_path):
+    """The output layer alone runs on scored positions only where that equals the model's own logits."""
+    from transformers import Gemma2Config, Gemma2ForCausalLM
+
+    tok = toy.tokenizer
+    config = Gemma2Config(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                          num_attention_heads=2, num_key_value_heads=2, head_dim=16, final_logit_softcapping=1.0,
+                          bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)
+    torch.manual_seed(0)
+    model = Gemma2ForCausalLM(config)
+    with torch.no_grad():
+        model.get_output_embeddings().weight.mul_(200)  # logits well beyond the cap
+    model.save_pretrained(tmp_path / "capped")
+    tok.save_pretrained(tmp_path / "capped")
+    capped = load_model(tmp_path / "capped")
+    scorer = Scorer(capped)
+    assert scorer.split is None and Scorer(toy).split is not None
+    texts = ["A whale lives in water.", "A toaster is used for heating food."]
+    scored = scorer.score([("", t) for t in texts])
+    for t in texts:
+        assert scored[("", t)].logprobs.sum() == pytest.approx(reference_logprob(capped, t), abs=1e-3)
+    ids = torch.tensor([[tok.bos_token_id, *tok(texts[0], add_special_tokens=False)["input_ids"]]])
+    with torch.no_grad():
+        uncapped = capped.model.get_output_embeddings()(capped.model.base_model(input_ids=ids).last_hidden_state)
+    wrong = float(uncapped[0, :-1].log_softmax(-1).gather(-1, ids[0, 1:, None]).sum())
+    assert abs(wrong - reference_logprob(capped, texts[0])) > 1.0  # skipping the cap would change the score
 
 
 def test_bos_is_prepended_once_even_by_a_tokenizer_that_adds_its_own(toy_dir, tmp_path):
@@ -168,3 +198,38 @@ def test_model_info_names_the_weights_and_bad_folders_are_clear_errors(toy, toy_
     (tmp_path / "empty").mkdir()
     with pytest.raises(FileNotFoundError, match="no config.json"):
         load_model(tmp_path / "empty")
+
+
+def test_token_budget_batches_bound_padded_size_and_keep_every_index_once():
+    from evaluate.scoring import length_batches
+
+    lengths = [5, 40, 12, 12, 3, 40, 7, 25, 1, 9] * 7
+    batches = length_batches(lengths, batch_size=8, max_tokens=64)
+    assert sorted(i for b in batches for i in b) == list(range(len(lengths)))
+    for b in batches:
+        assert len(b) <= 8 and (len(b) == 1 or len(b) * max(lengths[i] for i in b) <= 64)
+        assert lengths[b[0]] == max(lengths[i] for i in b)  # longest first: the first row sets the width
+    assert max(map(len, batches)) == 8 and min(map(len, batches)) == 1  # short texts fill batches, long ones go alone
+    assert length_batches(lengths, batch_size=8) == length_batches(lengths, batch_size=8, max_tokens=10**9)
+
+
+def test_extraction_is_cut_to_a_token_budget_on_a_cpu_only(toy):
+    from evaluate.neuro import CPU_EXTRACT_BYTES, extraction_tokens
+
+    cfg = toy.model.config
+    budget = extraction_tokens(toy)
+    per_token = 4 * (2 * (cfg.num_hidden_layers + 1) * cfg.hidden_size + 4 * cfg.intermediate_size)
+    assert budget == CPU_EXTRACT_BYTES // per_token
+    on_gpu = toy.__class__(toy.model, toy.tokenizer, toy.info.model_copy(update={"device": "cuda"}))
+    assert extraction_tokens(on_gpu) is None
+
+
+def test_the_control_is_rebuilt_identically_for_each_language(toy):
+    """Neuro frees the control before probing and rebuilds it per language: the same seed must give the same weights."""
+    from evaluate.models import random_control
+
+    a, b, other = random_control(toy, seed=3), random_control(toy, seed=3), random_control(toy, seed=4)
+    pa, pb, po = (dict(m.model.named_parameters()) for m in (a, b, other))
+    assert all(torch.equal(pa[k], pb[k]) for k in pa)
+    assert not all(torch.equal(pa[k], po[k]) for k in pa)
+    assert not all(torch.equal(pa[k], p) for k, p in toy.model.named_parameters())
