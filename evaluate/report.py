@@ -10,6 +10,8 @@ report says why.
   fig6_peak_layer    peak probe layer by typology, English left out
   consistency_heatmaps  language x language agreement of decisions, one panel per decision source
                         (only when the consistency method ran)
+  selftranslate_consistency  per language, consistency with the English original under I, X and T,
+                        beside the BLEU of the model's sentence translations (only when selftranslate ran)
 Sections for cross-lingual consistency, self-translation and M2C question answering follow the
 method tables when those methods ran.
 """
@@ -200,6 +202,33 @@ def consistency_heatmaps(matrix: pd.DataFrame, plots: Path, drawn, omitted) -> N
     _save(fig, matrix, plots, "consistency_heatmaps", drawn)
 
 
+def selftranslate_figure(summary: pd.DataFrame, plots: Path, drawn, omitted) -> None:
+    if summary.empty:
+        omitted["selftranslate_consistency"] = "no language was translated"
+        return
+    langs = _lang_order(summary["lang"].unique())
+    conditions = list(dict.fromkeys(summary["condition"]))
+    data = summary[["lang", "condition", "overall"]].rename(columns={"overall": "value"}).assign(metric="consistency")
+    bleu = summary.dropna(subset=["bleu"]).drop_duplicates("lang")[["lang", "bleu"]] if "bleu" in summary else pd.DataFrame()
+    fig, ax = plt.subplots(figsize=(2 + 0.9 * len(langs), 3.2))
+    width = 0.8 / len(conditions)
+    for k, cond in enumerate(conditions):
+        values = data[data["condition"] == cond].set_index("lang")["value"].reindex(langs)
+        ax.bar(np.arange(len(langs)) + (k - (len(conditions) - 1) / 2) * width, values, width, label=cond)
+    ax.set_xticks(range(len(langs)), langs)
+    ax.set_ylim(0, 1.05)
+    ax.set_ylabel("consistency with English")
+    ax.legend(title="condition", fontsize=7, ncol=len(conditions), loc="upper center", bbox_to_anchor=(0.5, -0.12))
+    if not bleu.empty:
+        twin = ax.twinx()
+        twin.plot([langs.index(x) for x in bleu["lang"]], bleu["bleu"], "k*", label="BLEU")
+        twin.set_ylim(0, 105)
+        twin.set_ylabel("BLEU of its translations")
+        data = pd.concat([data, bleu.rename(columns={"bleu": "value"}).assign(condition="X/T", metric="bleu")])
+    ax.set_title("Self-translation")
+    _save(fig, data, plots, "selftranslate_consistency", drawn)
+
+
 def _consistency_section(tables: dict[str, pd.DataFrame]) -> list[str]:
     lines = ["## Cross-lingual consistency", "",
              "Share of common items (pair ids) on which two languages' decisions agree; an unreadable answer is a label of "
@@ -273,6 +302,8 @@ def build_report(directory: Path) -> Report:
     fig6_peak_layer(results, plots, drawn, omitted)
     if "consistency_matrix" in results.tables:
         consistency_heatmaps(results.tables["consistency_matrix"], plots, drawn, omitted)
+    if "selftranslate_summary" in results.tables:
+        selftranslate_figure(results.tables["selftranslate_summary"], plots, drawn, omitted)
     md = _markdown(results, head, drawn, omitted)
     (directory / "report.md").write_text(md, encoding="utf-8")
     body = MarkdownIt("commonmark").enable("table").render(md)
@@ -324,7 +355,7 @@ def _markdown(results: Results, head: pd.DataFrame, drawn, omitted) -> str:
             lines += section(results.tables)
     lines += ["## Figures", ""]
     figures = ["fig2_heatmaps", "fig3_correlations", "fig4_typology", "fig5_layers", "fig6_peak_layer"]
-    for name in figures + [n for n in ("consistency_heatmaps",) if n in drawn or n in omitted]:
+    for name in figures + [n for n in ("consistency_heatmaps", "selftranslate_consistency") if n in drawn or n in omitted]:
         if name in drawn:
             lines += [f"![{name}](plots/{name}.png)", "", f"{drawn[name]} values ([data](plots/{name}.csv))", ""]
         else:

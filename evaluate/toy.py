@@ -73,7 +73,7 @@ def train_tokenizer(texts: Iterable[str], vocab_size: int = 512) -> PreTrainedTo
 
 
 def toy_config(tokenizer: PreTrainedTokenizerFast, *, hidden: int = 64, layers: int = 2, heads: int = 4,
-               max_positions: int = 256) -> LlamaConfig:
+               max_positions: int = 512) -> LlamaConfig:
     cfg = LlamaConfig(
         vocab_size=len(tokenizer), hidden_size=hidden, intermediate_size=4 * hidden, num_hidden_layers=layers,
         num_attention_heads=heads, num_key_value_heads=heads, max_position_embeddings=max_positions,

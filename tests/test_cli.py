@@ -64,6 +64,7 @@ def test_demo_stops_at_review_then_runs_the_whole_loop_on_the_recording(tmp_path
         assert str(llm_report.relative_to(tmp_path / "demo")) in done.stdout
         llm_html = llm_report.read_text(encoding="utf-8")
         assert "Self-translation consistency" in llm_html and "recorded replies (recording.jsonl)" in llm_html
+        assert (llm_report.parent / "plots" / "selftranslate_consistency.png").stat().st_size > 1000
         llm_ws = open_workspace(report.parent / "llm" / "llm-cache")
         llm_calls = llm_ws.rows(select(t.llm_calls.c.source, t.llm_calls.c.stage))
         assert llm_calls and {c["source"] for c in llm_calls} == {"recording"}

@@ -187,6 +187,10 @@ def test_endpoint_run_against_the_standin_gives_the_expected_figures(subset, ser
     assert rep.plots["consistency_heatmaps"] > 0 and "plots/consistency_heatmaps.png" in md
     heat = pd.read_csv(out / "plots" / "consistency_heatmaps.csv")
     assert set(heat["variant"]) == {"meta/acceptable_first", "meta/acceptable_second"}
+    bars = pd.read_csv(out / "plots" / "selftranslate_consistency.csv")
+    drawn = bars[bars["metric"] == "consistency"].set_index(["lang", "condition"])["value"]
+    assert drawn[("de", "X")] == pytest.approx(expect) and drawn[("de", "I")] == 1.0
+    assert set(bars[bars["metric"] == "bleu"]["lang"]) == {"de", "zh"} and "plots/selftranslate_consistency.png" in md
 
 
 def test_endpoint_refuses_methods_that_need_scores(subset, server, tmp_path):
