@@ -86,7 +86,7 @@ def child(folder: Path) -> None:
     print(json.dumps({"sentences": len(texts), "pairs": len(pairs), "extract_kib": peaks["extract"] - baseline,
                       "probe_kib": probe_peak - peaks["before_probes"], "overall_kib": max(peaks["extract"], probe_peak) - baseline,
                       "wall_s": wall, "layer_bytes": len(texts) * HIDDEN * 4, "model_bytes": model_bytes,
-                      "hidden_states": LAYERS + 1, "probes": len(out.tables["probes"]), "batch": loaded.info.batch_size}))
+                      "hidden_states": LAYERS + 1, "probes": len(out.tables["probes"])}))
 
 
 def main() -> None:

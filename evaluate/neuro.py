@@ -312,6 +312,12 @@ class Neuro:
         return summarise(results, pairs)
 
 
+try:
+    _LIBC = ctypes.CDLL("libc.so.6")
+except OSError:  # not glibc (macOS, Windows, musl): nothing to trim
+    _LIBC = None
+
+
 def _release_memory() -> None:
     """Give freed memory back before probing: the control's weights and extraction's buffers would otherwise
     stay resident in the C allocator's heap (glibc keeps freed pages unless asked to trim them)."""
@@ -321,12 +327,6 @@ def _release_memory() -> None:
     trim = getattr(_LIBC, "malloc_trim", None)
     if trim is not None:
         trim(0)
-
-
-try:
-    _LIBC = ctypes.CDLL("libc.so.6")
-except OSError:  # not glibc (macOS, Windows, musl): nothing to trim
-    _LIBC = None
 
 
 register(Neuro())

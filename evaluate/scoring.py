@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Literal
 
 import numpy as np
@@ -131,13 +132,11 @@ class Scorer:
         self.setup, self.bos_id = resolve_bos(bos_policy, loaded.tokenizer)
         tok = loaded.tokenizer
         self.pad_id = tok.pad_token_id if tok.pad_token_id is not None else (tok.eos_token_id or 0)
-        self._split: tuple | None | bool = False  # not probed yet: a resumed run that scores nothing never runs the model
 
-    @property
+    @cached_property
     def split(self) -> tuple[torch.nn.Module, torch.nn.Module] | None:
-        if self._split is False:
-            self._split = split_head(self.loaded.model)
-        return self._split
+        """Probed on first use: a resumed run that scores nothing never runs the model."""
+        return split_head(self.loaded.model)
 
     def encode(self, texts: Sequence[str]) -> list[list[int]]:
         """Token ids without special tokens, in chunks: a tokenizer's full encodings of every text at once are large."""

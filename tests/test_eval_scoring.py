@@ -213,15 +213,24 @@ def test_token_budget_batches_bound_padded_size_and_keep_every_index_once():
     assert length_batches(lengths, batch_size=8) == length_batches(lengths, batch_size=8, max_tokens=10**9)
 
 
-def test_extraction_is_cut_to_a_token_budget_on_a_cpu_only(toy):
-    from evaluate.neuro import CPU_EXTRACT_BYTES, extraction_tokens
+def test_extraction_is_cut_to_a_token_budget_on_a_cpu_only(toy, release_pairs, tmp_path, monkeypatch):
+    from evaluate import neuro
 
-    cfg = toy.model.config
-    budget = extraction_tokens(toy)
-    per_token = 4 * (2 * (cfg.num_hidden_layers + 1) * cfg.hidden_size + 4 * cfg.intermediate_size)
-    assert budget == CPU_EXTRACT_BYTES // per_token
+    monkeypatch.setattr(neuro, "CPU_EXTRACT_BYTES", 80 * 4 * (2 * 3 * 64 + 4 * 256))  # 80 tokens for the toy
+    budget = neuro.extraction_tokens(toy)
+    assert budget == 80
+    pairs, _ = release_pairs
+    texts = list(dict.fromkeys(pairs["acceptable_sentence"][:60]))
+    counter = RowCounter(toy.model)
+    try:
+        store = neuro.extract_hidden(toy, Scorer(toy), texts, tmp_path / "states")
+    finally:
+        counter.close()
+    assert sorted(store.texts) == sorted(texts) and counter.rows == len(texts)
+    assert all(ids.numel() <= budget or ids.shape[0] == 1 for ids in counter.inputs)
+    assert max(ids.shape[0] for ids in counter.inputs) > 1  # short sentences still share a batch
     on_gpu = toy.__class__(toy.model, toy.tokenizer, toy.info.model_copy(update={"device": "cuda"}))
-    assert extraction_tokens(on_gpu) is None
+    assert neuro.extraction_tokens(on_gpu) is None
 
 
 def test_the_control_is_rebuilt_identically_for_each_language(toy):
