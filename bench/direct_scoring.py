@@ -1,7 +1,8 @@
 """Benchmark: direct scoring of the sample's English pairs, three ways in one run, on two tiny models.
 
-- ours: `evaluate.direct.Direct` (each unique sentence once, length-ordered batches, the output layer
-  only where a token is scored, all 8 variants and the accuracy table);
+- ours: `evaluate.direct.Direct` (each unique sentence once, sentences that begin alike packed as
+  prefix trees so each distinct prefix runs once, the output layer's log-sum-exp once per distinct
+  prefix, all 8 variants and the accuracy table, the model's split and packing probes included);
 - minicons: `IncrementalLMScorer.sequence_score` on both sentences of every pair, summed
   log-probabilities with BOS (the tool COMPS used), given the same batch size as ours, and also
   batches of 32 (whichever is faster is the baseline);

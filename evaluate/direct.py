@@ -25,10 +25,11 @@ VARIANTS = tuple(s + n for s in SPANS for n in NORMS)
 
 def shared_continuation(a: str, sa: TokenScores, b: str, sb: TokenScores) -> tuple[int, int] | None:
     """Start (in a, in b) of the longest common suffix that begins at a scored token boundary in both."""
-    limit = 0
-    while limit < min(len(a), len(b)) and a[len(a) - 1 - limit] == b[len(b) - 1 - limit]:
-        limit += 1
-    common = set(len(a) - sa.starts.astype(int)) & set(len(b) - sb.starts.astype(int))
+    limit, longest = 0, min(len(a), len(b))  # the longest common suffix, by bisection
+    while limit < longest:
+        mid = (limit + longest + 1) // 2
+        limit, longest = (mid, longest) if a[len(a) - mid :] == b[len(b) - mid :] else (limit, mid - 1)
+    common = set((len(a) - sa.starts).tolist()) & set((len(b) - sb.starts).tolist())
     lengths = [d for d in common if 0 < d <= limit]
     if not lengths:
         return None

@@ -129,12 +129,12 @@ def accuracy_scores(items: pd.DataFrame) -> list[Score]:
 
     Items whose score is undefined (NaN) are left out and counted in `extra.undefined`.
     """
-    defined = items["score_acceptable"].notna() & items["score_unacceptable"].notna()
-    df = items.assign(defined=defined, hit=items["correct"] & defined)
     keys = ["method", "variant", "lang"]
-    per_type = df.groupby([*keys, "negative_type"]).agg(n=("defined", "sum"), hits=("hit", "sum"), rows=("hit", "size"))
-    overall = df.groupby(keys).agg(n=("defined", "sum"), hits=("hit", "sum"), rows=("hit", "size"))
-    overall = overall.assign(negative_type=ALL).set_index("negative_type", append=True)
-    return [Score(method=m, variant=v, lang=lang, negative_type=neg, metric="accuracy", value=r.hits / r.n, n=int(r.n),
-                  extra={"undefined": int(r.rows - r.n)})
-            for (m, v, lang, neg), r in pd.concat([per_type, overall]).iterrows() if r.n > 0]
+    defined = items["score_acceptable"].notna() & items["score_unacceptable"].notna()
+    df = items[[*keys, "negative_type"]].assign(n=defined, hits=items["correct"] & defined, rows=1)
+    per_type = df.groupby([*keys, "negative_type"])[["n", "hits", "rows"]].sum()
+    overall = df.groupby(keys)[["n", "hits", "rows"]].sum().assign(negative_type=ALL).set_index("negative_type", append=True)
+    both = pd.concat([per_type, overall])
+    return [Score(method=m, variant=v, lang=lang, negative_type=neg, metric="accuracy", value=hits / n, n=int(n),
+                  extra={"undefined": int(rows - n)})
+            for (m, v, lang, neg), n, hits, rows in zip(both.index, both["n"], both["hits"], both["rows"]) if n > 0]

@@ -26,7 +26,7 @@ def reference_logprob(loaded, text: str) -> float:
 
 
 class RowCounter:
-    """Counts sequences (and keeps the inputs) of text the model's decoder is run on (not the scorer's probe)."""
+    """Counts rows (and keeps the inputs) of text the model's decoder is run on (not the scorer's probes)."""
 
     def __init__(self, model):
         self.rows, self.inputs = 0, []
@@ -34,7 +34,7 @@ class RowCounter:
 
     def __call__(self, module, args, kwargs):
         ids = kwargs["input_ids"]
-        if ids.shape[0] == 1 and tuple(ids[0].tolist()) == PROBE_TOKENS:
+        if set(ids.flatten().tolist()) <= set(PROBE_TOKENS):
             return
         self.rows += ids.shape[0]
         self.inputs.append(ids.clone())
@@ -43,18 +43,26 @@ class RowCounter:
         self.handle.remove()
 
 
-def test_batched_scores_equal_one_forward_per_sentence_and_each_sentence_is_scored_once(toy, release_pairs):
+def test_batched_scores_equal_one_forward_per_sentence_and_each_prefix_is_run_once(toy, release_pairs):
     pairs, _ = release_pairs
-    texts = list(pairs["acceptable_sentence"][:40]) + list(pairs["unacceptable_sentence"][:40])
+    en = pairs[pairs["lang"] == "en"][:40]
+    texts = list(en["acceptable_sentence"]) + list(en["unacceptable_sentence"])
     unique = list(dict.fromkeys(texts))
     assert len(unique) < len(texts)  # acceptable sentences are shared by their negatives
+    scorer = Scorer(toy)
+    assert scorer.split is not None and scorer.packs  # probed before counting
     counter = RowCounter(toy.model)
     try:
-        scored = Scorer(toy).score([("", t) for t in texts])
+        scored = scorer.score([("", t) for t in texts])
     finally:
         counter.close()
-    assert counter.rows == len(unique)
-    for t in unique[:25]:
+    inputs = [[toy.tokenizer.bos_token_id, *ids][:-1] for ids in scorer.encode(unique)]  # the last token predicts nothing
+    prefixes = {tuple(seq[: k + 1]) for seq in inputs for k in range(len(seq))}
+    fed = sum(int((ids != toy.tokenizer.pad_token_id).sum()) for ids in counter.inputs)
+    assert len(prefixes) <= fed <= 1.1 * len(prefixes)  # each distinct beginning about once
+    assert fed < 0.85 * sum(map(len, inputs))  # rather than once per sentence
+    assert counter.rows < len(unique) / 4
+    for t in unique:
         assert scored[("", t)].logprobs.sum() == pytest.approx(reference_logprob(toy, t), abs=1e-3)
     one = Scorer(toy.__class__(toy.model, toy.tokenizer, toy.info.model_copy(update={"batch_size": 1}))).score([("", t) for t in unique])
     for t in unique:
@@ -87,6 +95,59 @@ def test_a_model_with_soft_capped_logits_is_scored_from_its_full_logits(toy, tmp
         uncapped = capped.model.get_output_embeddings()(capped.model.base_model(input_ids=ids).last_hidden_state)
     wrong = float(uncapped[0, :-1].log_softmax(-1).gather(-1, ids[0, 1:, None]).sum())
     assert abs(wrong - reference_logprob(capped, texts[0])) > 1.0  # skipping the cap would change the score
+
+
+def test_packing_builds_one_prefix_tree_per_row():
+    from evaluate.scoring import pack
+
+    rng = np.random.default_rng(0)
+    stems = [list(rng.integers(1, 6, size=n)) for n in (2, 3, 5)]
+    seqs = [stem + list(rng.integers(1, 6, size=rng.integers(0, 6))) for stem in stems for _ in range(12)] + [[]]
+    seqs.append(list(seqs[0]))  # identical inputs share a whole path
+    packing = pack(seqs, capacity=24)
+    placed = {}
+    for row in packing.rows:
+        assert len(row.tokens) <= 24 or len(row.paths) == 1
+        prefixes = [tuple(row.tokens[j] for j in range(k + 1) if row.depths[j] <= row.depths[k]
+                          and k < row.ends()[j]) for k in range(len(row.tokens))]
+        assert len(set(prefixes)) == len(prefixes)  # each distinct prefix once in a row
+        for i, path in row.paths.items():
+            assert [row.tokens[k] for k in path] == seqs[i] and [row.depths[k] for k in path] == list(range(len(seqs[i])))
+            assert all(prefixes[k] == tuple(seqs[i][: d + 1]) for d, k in enumerate(path))  # it sees its ancestors only
+            placed[i] = row
+    assert sorted(placed) == list(range(len(seqs))) and placed[0] is placed[len(seqs) - 1]
+    assert sum(len(r.tokens) for r in packing.rows) < sum(map(len, seqs)) * 0.8
+    ids = {(i, k): packing.prefixes[i][k] for i, seq in enumerate(seqs) for k in range(len(seq))}
+    for (i, k), x in ids.items():
+        for (j, m), y in ids.items():
+            assert (x == y) == (seqs[i][: k + 1] == seqs[j][: m + 1])
+    assert packing.n_prefixes == len(set(ids.values()))
+    assert all(len(set(map(tuple, (seqs[i] for i in r.paths)))) == 1 for r in pack(seqs, capacity=0).rows)
+
+
+@pytest.mark.parametrize(("architecture", "packs"), [("gpt2", True), ("bloom", False)])
+def test_models_that_cannot_pack_a_prefix_tree_are_scored_one_text_per_row(toy, tmp_path, architecture, packs):
+    """GPT-2 takes positions and a 4D mask; BLOOM derives its ALiBi biases from a 2D mask and cannot pack."""
+    from transformers import AutoModelForCausalLM, BloomConfig, GPT2Config
+
+    tok = toy.tokenizer
+    config = (GPT2Config(vocab_size=len(tok), n_embd=32, n_layer=1, n_head=2, n_positions=128) if architecture == "gpt2"
+              else BloomConfig(vocab_size=len(tok), hidden_size=32, n_layer=1, n_head=2))
+    torch.manual_seed(0)
+    AutoModelForCausalLM.from_config(config).save_pretrained(tmp_path / architecture)
+    tok.save_pretrained(tmp_path / architecture)
+    loaded = load_model(tmp_path / architecture)
+    scorer = Scorer(loaded)
+    assert scorer.packs is packs
+    texts = ["A whale lives in water.", "A whale lives in the sea.", "A whale is a mammal.", "A toaster heats food."]
+    counter = RowCounter(loaded.model)
+    try:
+        scored = scorer.score([("", t) for t in texts])
+    finally:
+        counter.close()
+    assert counter.rows == (1 if packs else len(texts))
+    for t in texts:
+        assert scored[("", t)].logprobs.sum() == pytest.approx(reference_logprob(loaded, t), abs=1e-3)
 
 
 def test_bos_is_prepended_once_even_by_a_tokenizer_that_adds_its_own(toy_dir, tmp_path):
