@@ -2,13 +2,15 @@
 
 - ours: `evaluate.direct.Direct` (each unique sentence once, sentences that begin alike packed as
   prefix trees so each distinct prefix runs once, the output layer's log-sum-exp once per distinct
-  prefix, all 8 variants and the accuracy table, the model's split and packing probes included);
+  prefix, all 8 variants and the accuracy table); also its scoring alone (`Scorer.score`, summed per
+  sentence: what minicons returns), reported as `scores_only_*`;
 - minicons: `IncrementalLMScorer.sequence_score` on both sentences of every pair, summed
   log-probabilities with BOS (the tool COMPS used), given the same batch size as ours, and also
   batches of 32 (whichever is faster is the baseline);
 - floor: one forward pass per unique sentence, no padding, nothing else.
 All three must agree on the full-sentence log-probabilities. Each way is timed best of N, on one
-thread (the machine is shared; one thread keeps timings steady).
+thread (the machine is shared; one thread keeps timings steady); each way's once-per-model set-up
+(minicons's scorer, our `Scorer` and its probes of the model) is made once, outside the timing.
 The models: the tests' toy (trained here; hidden 64, 2 layers, a 512-token vocabulary, where
 per-call overheads dominate), and a tiny model of a real model's proportions (hidden 256, 4 layers,
 random weights, the same tokenizer with the output layer widened to 32,000 entries, as in Llama 2
@@ -57,11 +59,18 @@ def measure(name: str, loaded, pairs, repeats: int) -> dict[str, float]:
     unique = list(dict.fromkeys([*pairs["acceptable_sentence"], *pairs["unacceptable_sentence"]]))
     batch = loaded.info.batch_size
 
+    scorer = Scorer(loaded)
+    assert scorer.split and scorer.packs  # probed here, as minicons's scorer is made here
+
     def ours():
         with tempfile.TemporaryDirectory() as tmp:
-            ctx = Context(loaded, Scorer(loaded), registry(), EvalOptions(), Path(tmp))
+            ctx = Context(loaded, scorer, registry(), EvalOptions(), Path(tmp))
             items = Direct().run(ctx, pairs).items
         return items[items["variant"] == "full"]
+
+    def scores_only():
+        scored = scorer.score([("", s) for s in unique])
+        return {s: float(scored[("", s)].logprobs.sum()) for s in unique}
 
     def floor():
         out = {}
@@ -85,18 +94,20 @@ def measure(name: str, loaded, pairs, repeats: int) -> dict[str, float]:
 
     t_floor, ref = best_of(floor, repeats)
     t_ours, items = best_of(ours, repeats)
+    t_scores, sums = best_of(scores_only, repeats)
     t_same, mc_scores = best_of(minicons(batch), repeats)
     t_32, _ = best_of(minicons(32), repeats)
     t_mc = min(t_same, t_32)
     diff_floor = max(np.max(np.abs(items["score_acceptable"].to_numpy() - [ref[s] for s in pairs["acceptable_sentence"]])),
-                     np.max(np.abs(items["score_unacceptable"].to_numpy() - [ref[s] for s in pairs["unacceptable_sentence"]])))
+                     np.max(np.abs(items["score_unacceptable"].to_numpy() - [ref[s] for s in pairs["unacceptable_sentence"]])),
+                     max(abs(sums[s] - ref[s]) for s in unique))
     diff_mc = max(abs(mc_scores[s] - ref[s]) for s in unique)
     print(f"{name}: {loaded.info.n_params:,} parameters, vocabulary {model.config.vocab_size}, batch {batch}; floor {t_floor:.3f} s, "
-          f"ours {t_ours:.3f} s, minicons {t_same:.3f} s (batch {batch}) / {t_32:.3f} s (batch 32); "
+          f"ours {t_ours:.3f} s (scoring alone {t_scores:.3f} s), minicons {t_same:.3f} s (batch {batch}) / {t_32:.3f} s (batch 32); "
           f"max |diff| from the floor: ours {diff_floor:.1e}, minicons {diff_mc:.1e}", flush=True)
     assert diff_floor < 1e-3 and diff_mc < 1e-3, "the three ways must compute the same log-probabilities"
     return {"ours_s": t_ours, "minicons_s": t_mc, "floor_s": t_floor, "speedup_vs_minicons": t_mc / t_ours,
-            "ratio_to_floor": t_ours / t_floor}
+            "ratio_to_floor": t_ours / t_floor, "scores_only_s": t_scores, "scores_only_speedup_vs_minicons": t_mc / t_scores}
 
 
 def main() -> None:
