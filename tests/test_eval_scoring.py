@@ -108,8 +108,8 @@ def test_packing_builds_one_prefix_tree_per_row():
     placed = {}
     for row in packing.rows:
         assert len(row.tokens) <= 24 or len(row.paths) == 1
-        prefixes = [tuple(row.tokens[j] for j in range(k + 1) if row.depths[j] <= row.depths[k]
-                          and k < row.ends()[j]) for k in range(len(row.tokens))]
+        ends = row.ends()  # what the attention mask lets position k see: j <= k < ends[j]
+        prefixes = [tuple(row.tokens[j] for j in range(k + 1) if k < ends[j]) for k in range(len(row.tokens))]
         assert len(set(prefixes)) == len(prefixes)  # each distinct prefix once in a row
         for i, path in row.paths.items():
             assert [row.tokens[k] for k in path] == seqs[i] and [row.depths[k] for k in path] == list(range(len(seqs[i])))
