@@ -290,10 +290,8 @@ class Scorer:
     def _forward(self, rows: list[Row], packed: bool) -> torch.Tensor:
         """[rows, width, hidden] decoder states (or [.., vocabulary] logits when the model is not split). Packed:
         each position at its depth, attending to its ancestors; otherwise one text per row, causal as usual."""
-        width = max(len(r.tokens) for r in rows)
-        ids = torch.full((len(rows), width), self.pad_id, dtype=torch.long)
-        for k, r in enumerate(rows):
-            ids[k, : len(r.tokens)] = torch.as_tensor(r.tokens, dtype=torch.long)
+        ids, mask = pad_batch([r.tokens for r in rows], self.pad_id)
+        width = ids.shape[1]
         model = self.split[0] if self.split else self.loaded.model
         device, dtype = self.loaded.device, DTYPES[self.loaded.info.dtype]
         if packed:
@@ -303,11 +301,10 @@ class Scorer:
                 positions[k, : len(r.depths)] = torch.as_tensor(r.depths, dtype=torch.long)
                 ends[k, : len(r.depths)] = torch.as_tensor(r.ends())
             visible = (at[None, :, None] >= at[None, None, :]) & (at[None, :, None] < ends[:, None, :])
-            mask = torch.zeros(visible.shape, dtype=dtype).masked_fill_(~visible, torch.finfo(dtype).min)[:, None]
-            kwargs = {"attention_mask": mask.to(device), "position_ids": positions.to(device)}
+            tree_mask = torch.zeros(visible.shape, dtype=dtype).masked_fill_(~visible, torch.finfo(dtype).min)[:, None]
+            kwargs = {"attention_mask": tree_mask.to(device), "position_ids": positions.to(device)}
         else:
-            lengths = torch.tensor([len(r.tokens) for r in rows])
-            kwargs = {"attention_mask": (torch.arange(width)[None] < lengths[:, None]).long().to(device)}
+            kwargs = {"attention_mask": mask.to(device)}
         with torch.inference_mode():
             out = model(input_ids=ids.to(device), **kwargs)
         return out.last_hidden_state if self.split else out.logits

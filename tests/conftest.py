@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from annotation import server as ls_server
 from builder.llm.client import LLMClient
 from builder.llm.config import LLMSettings
 from builder.llm.standin import Faults, Lexicon, StandinServer
@@ -56,3 +57,12 @@ def make_client(server):
         return c
 
     return make
+
+
+@pytest.fixture(scope="module")
+def label_studio(tmp_path_factory):
+    """A real Label Studio for one test module (a module that restarts it keeps its own, with the folder)."""
+    ws_dir = tmp_path_factory.mktemp("ls")
+    conn = ls_server.serve(ws_dir, log=lambda *a: None)
+    yield conn
+    ls_server.stop(ws_dir)

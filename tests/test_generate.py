@@ -19,12 +19,12 @@ from conftest import settings_for
 PROPS = "is used for heating food,can fly,has a mane"
 
 
-def stage(ws, server, fn, langs, **kw):
+def stage(ws, server, fn, langs, props: str = PROPS, **kw):
     client = LLMClient(ws, settings_for(server, **kw))
 
     async def go():
         try:
-            return await fn(ws, client, [registry(ws)[c] for c in langs], scope=Scope.parse(ws, PROPS))
+            return await fn(ws, client, [registry(ws)[c] for c in langs], scope=Scope.parse(ws, props))
         finally:
             await client.aclose()
 

@@ -2,7 +2,6 @@
 
 import asyncio
 
-import pytest
 from sqlalchemy import select
 
 from annotation import server as ls_server
@@ -16,14 +15,6 @@ from builder.workspace import schema as t
 
 from conftest import settings_for
 from test_m2c_workspace import _templates
-
-
-@pytest.fixture(scope="module")
-def label_studio(tmp_path_factory):
-    ws_dir = tmp_path_factory.mktemp("ls-inflections")
-    conn = ls_server.serve(ws_dir, log=lambda *a: None)
-    yield conn
-    ls_server.stop(ws_dir)
 
 
 def _annotate(conn, task_id, decision, forms=None, comment=""):

@@ -5,59 +5,35 @@ test_review_label_studio.py, the maintainer's two releases and their diff in tes
 release gate failing on a planted regression in test_eval_cli.py, and the main job in test_cli.py.
 """
 
-import asyncio
-
-import pytest
 from sqlalchemy import select
 
-from annotation import server as ls_server
 from annotation.autoreview import accept_open_tasks
 from annotation.review import pull, push, review_status
 from builder import releases
 from builder.generate import generate
-from builder.languages import declare, registry
-from builder.llm.client import LLMClient
+from builder.languages import declare
 from builder.releases.publish import PublishRequest, publish
 from builder.selection import Scope
 from builder.status import status
 from builder.translate import translate
 from builder.workspace import schema as t
 
-from conftest import settings_for
+from test_generate import stage
 
 PROPS = "can fly,has feathers"
-
-
-@pytest.fixture(scope="module")
-def label_studio(tmp_path_factory):
-    ws_dir = tmp_path_factory.mktemp("ls-journeys")
-    conn = ls_server.serve(ws_dir, log=lambda *a: None)
-    yield conn
-    ls_server.stop(ws_dir)
-
-
-def _stage(ws, server, fn, langs):
-    client = LLMClient(ws, settings_for(server))
-
-    async def go():
-        try:
-            return await fn(ws, client, [registry(ws)[c] for c in langs], scope=Scope.parse(ws, PROPS))
-        finally:
-            await client.aclose()
-    return asyncio.run(go())
 
 
 def test_a_new_language_declared_once_goes_through_every_stage_into_a_release(sample_ws, server, label_studio):
     ws, conn = sample_ws, label_studio
     declare(ws, code="sw", name="Swahili", typology="agglutinative", family="Niger-Congo (Bantu)", script="Latn")
-    proposed = _stage(ws, server, translate, ["sw"]).proposed["sw"]
+    proposed = stage(ws, server, translate, ["sw"], PROPS).proposed["sw"]
     assert proposed > 0
     # Curators review the proposals in Label Studio (scripted through its API), and the pull verifies them.
     assert push(ws, conn, "sw").created == proposed
     assert accept_open_tasks(ws, conn, "translation", "sw", "curator-sw") == proposed
     assert pull(ws, conn).verified == proposed
     n_pairs = len(Scope.parse(ws, PROPS).pairs(ws))
-    generated = _stage(ws, server, generate, ["en", "sw"]).generated
+    generated = stage(ws, server, generate, ["en", "sw"], PROPS).generated
     assert generated == {"en": n_pairs, "sw": n_pairs}
     assert push(ws, conn, "sw", stage="sentences").created == n_pairs
     accept_open_tasks(ws, conn, "sentences", "sw", "curator-sw")
