@@ -8,9 +8,13 @@ Variants of the score, all recorded:
   token boundary present in both sentences, so both sides score the same text;
 - `*_per_token`, `*_per_char`, `*_per_byte`: each divided by the scored tokens, characters or
   UTF-8 bytes (characters and bytes differ for non-Latin scripts: both are given).
+Scores are gathered for all pairs at once from flat arrays: per-pair Python is kept to finding
+the shared continuation, which is what makes a small model's evaluation cost more than its forward pass.
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -23,44 +27,63 @@ NORMS = ("", "_per_token", "_per_char", "_per_byte")
 VARIANTS = tuple(s + n for s in SPANS for n in NORMS)
 
 
-def shared_continuation(a: str, sa: TokenScores, b: str, sb: TokenScores) -> tuple[int, int] | None:
-    """Start (in a, in b) of the longest common suffix that begins at a scored token boundary in both."""
-    limit, longest = 0, min(len(a), len(b))  # the longest common suffix, by bisection
-    while limit < longest:
-        mid = (limit + longest + 1) // 2
-        limit, longest = (mid, longest) if a[len(a) - mid :] == b[len(b) - mid :] else (limit, mid - 1)
-    common = set((len(a) - sa.starts).tolist()) & set((len(b) - sb.starts).tolist())
-    lengths = [d for d in common if 0 < d <= limit]
-    if not lengths:
-        return None
-    d = max(lengths)
-    return len(a) - d, len(b) - d
+def shared_continuation(a: str, starts_a: Iterable[int], b: str, starts_b: Iterable[int]) -> int:
+    """Length in characters of the longest common suffix of a and b that begins at a scored token's start in
+    both (0: none). Candidates are the distances from the end that both texts have a token start at; a suffix
+    in common has all its shorter suffixes in common, so the longest candidate that matches is the answer."""
+    common = {len(a) - s for s in starts_a} & {len(b) - s for s in starts_b}
+    return next((d for d in sorted(common, reverse=True) if d > 0 and a[len(a) - d :] == b[len(b) - d :]), 0)
 
 
-def span_scores(text: str, ts: TokenScores, start: int | None) -> dict[str, float]:
-    """The four normalisations of the scored tokens from character `start` (NaN when undefined)."""
-    if start is None:
-        return dict.fromkeys(NORMS, float("nan"))
-    total, n = ts.from_char(start)
-    span = text[start:]
-    if n == 0:
-        return dict.fromkeys(NORMS, float("nan"))
-    return {"": total, "_per_token": total / n, "_per_char": total / len(span),
-            "_per_byte": total / len(span.encode("utf-8"))}
+class ScoredTexts:
+    """Many texts' scored tokens in flat arrays, ordered by text and then by start, so that the sum and count of
+    the tokens starting at or after a character are read for many (text, character) at once."""
+
+    def __init__(self, scores: Sequence[TokenScores]) -> None:
+        counts = np.array([len(s.logprobs) for s in scores], dtype=np.int64)
+        self.ends = np.cumsum(counts)
+        text = np.repeat(np.arange(len(scores)), counts)
+        starts = np.concatenate([s.starts for s in scores]) if scores else np.zeros(0, np.int64)
+        order = np.lexsort((starts, text))
+        self.starts = starts[order]
+        logprobs = np.concatenate([s.logprobs for s in scores]) if scores else np.zeros(0)
+        self.cumulative = np.concatenate([[0.0], np.cumsum(logprobs.astype(np.float64)[order])])
+        self.stride = int(self.starts.max(initial=0)) + 2  # keys text * stride + start sort as (text, start)
+        self.keys = text * self.stride + self.starts
+        listed = self.starts.tolist()
+        self.start_lists = [listed[e - c : e] for e, c in zip(self.ends.tolist(), counts.tolist())]
+
+    def from_char(self, text: np.ndarray, char: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Sum and count of the scored tokens of each `text` (an index) that start at or after its `char`."""
+        first = np.searchsorted(self.keys, text * self.stride + np.minimum(char, self.stride - 1))
+        return self.cumulative[self.ends[text]] - self.cumulative[first], self.ends[text] - first
+
+
+def normalised(span: str, total: np.ndarray, n: np.ndarray, chars: np.ndarray, nbytes: np.ndarray) -> dict[str, np.ndarray]:
+    """The four normalisations of a span's scores (NaN where it has no scored token)."""
+    total = np.where(n > 0, total, np.nan)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return {span: total, span + "_per_token": total / n, span + "_per_char": total / chars, span + "_per_byte": total / nbytes}
 
 
 def pair_scores(pairs: pd.DataFrame, scores: dict[tuple[str, str], TokenScores]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """Per variant, the acceptable and unacceptable sentence's scores for each pair row."""
-    full = {t: span_scores(t, ts, 0) for (_, t), ts in scores.items()}
-    out = {v: (np.empty(len(pairs)), np.empty(len(pairs))) for v in VARIANTS}
-    for i, (a, b) in enumerate(zip(pairs["acceptable_sentence"], pairs["unacceptable_sentence"])):
-        sa, sb = scores[("", a)], scores[("", b)]
-        cut = shared_continuation(a, sa, b, sb)
-        ca, cb = (span_scores(a, sa, cut[0]), span_scores(b, sb, cut[1])) if cut else (span_scores(a, sa, None),) * 2
-        for norm in NORMS:
-            out["full" + norm][0][i], out["full" + norm][1][i] = full[a][norm], full[b][norm]
-            out["conditional" + norm][0][i], out["conditional" + norm][1][i] = ca[norm], cb[norm]
-    return out
+    good, bad = pairs["acceptable_sentence"].tolist(), pairs["unacceptable_sentence"].tolist()
+    texts = list(dict.fromkeys(good + bad))
+    table = ScoredTexts([scores[("", t)] for t in texts])
+    index = {t: k for k, t in enumerate(texts)}
+    ia, ib = np.array([index[t] for t in good], dtype=np.int64), np.array([index[t] for t in bad], dtype=np.int64)
+    shared = np.array([shared_continuation(a, table.start_lists[ka], b, table.start_lists[kb])
+                       for a, b, ka, kb in zip(good, bad, ia.tolist(), ib.tolist())], dtype=np.int64)
+    chars = np.array([len(t) for t in texts], dtype=np.int64)
+    full = normalised("full", *table.from_char(np.arange(len(texts)), np.zeros(len(texts), np.int64)),
+                      chars, np.array([len(t.encode("utf-8")) for t in texts]))
+    tail_bytes = np.array([len(a[len(a) - d :].encode("utf-8")) if d else 0 for a, d in zip(good, shared.tolist())])
+    sides = []
+    for side in (ia, ib):
+        total, n = table.from_char(side, chars[side] - shared)
+        sides.append(normalised("conditional", total, np.where(shared > 0, n, 0), shared, tail_bytes))
+    return {v: (full[v][ia], full[v][ib]) if v in full else (sides[0][v], sides[1][v]) for v in VARIANTS}
 
 
 class Direct:
@@ -68,7 +91,7 @@ class Direct:
     headline = ("full", "accuracy")
 
     def run(self, ctx: Context, pairs: pd.DataFrame) -> MethodOutput:
-        sentences = pd.unique(pd.concat([pairs["acceptable_sentence"], pairs["unacceptable_sentence"]]))
+        sentences = list(dict.fromkeys(pairs["acceptable_sentence"].tolist() + pairs["unacceptable_sentence"].tolist()))
         scored = ctx.scorer.score([("", s) for s in sentences], lambda d, t: ctx.progress("direct: sentences", d, t))
         items = item_frame(pairs, self.name, pair_scores(pairs, scored))
         return MethodOutput(items, accuracy_scores(items))

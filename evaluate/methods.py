@@ -113,28 +113,33 @@ def resolve(names: str | list[str]) -> list[Method]:
 
 def item_frame(pairs: pd.DataFrame, method: str, variants: dict[str, tuple]) -> pd.DataFrame:
     """Item rows, variant after variant; `correct` means the acceptable side scored strictly higher."""
-    base = pairs[["pair_id", "lang", "property_id", "negative_type"]]
-    k = len(variants)
-    df = pd.DataFrame({c: np.tile(base[c].to_numpy(), k) for c in base.columns})
-    df["method"] = method
-    df["variant"] = np.repeat(list(variants), len(base))
-    df["score_acceptable"] = np.concatenate([np.asarray(a, dtype=np.float64) for a, _ in variants.values()])
-    df["score_unacceptable"] = np.concatenate([np.asarray(u, dtype=np.float64) for _, u in variants.values()])
-    df["correct"] = df["score_acceptable"] > df["score_unacceptable"]
-    return df[list(ITEM_COLUMNS)]
+    k, n = len(variants), len(pairs)
+    good = np.concatenate([np.asarray(a, dtype=np.float64) for a, _ in variants.values()]) if k else np.zeros(0)
+    bad = np.concatenate([np.asarray(u, dtype=np.float64) for _, u in variants.values()]) if k else np.zeros(0)
+    columns = {c: np.tile(pairs[c].to_numpy(), k) for c in ITEM_COLUMNS[:4]}
+    return pd.DataFrame({**columns, "method": np.full(k * n, method, dtype=object),
+                         "variant": np.repeat(np.array(list(variants), dtype=object), n),
+                         "score_acceptable": good, "score_unacceptable": bad, "correct": good > bad})
 
 
 def accuracy_scores(items: pd.DataFrame) -> list[Score]:
-    """Accuracy per variant x language x negative type, and per variant x language over all types.
+    """Accuracy per method x variant x language x negative type (sorted), then per method x variant x language
+    over all types.
 
     Items whose score is undefined (NaN) are left out and counted in `extra.undefined`.
     """
-    keys = ["method", "variant", "lang"]
-    defined = items["score_acceptable"].notna() & items["score_unacceptable"].notna()
-    df = items[[*keys, "negative_type"]].assign(n=defined, hits=items["correct"] & defined, rows=1)
-    per_type = df.groupby([*keys, "negative_type"])[["n", "hits", "rows"]].sum()
-    overall = df.groupby(keys)[["n", "hits", "rows"]].sum().assign(negative_type=ALL).set_index("negative_type", append=True)
-    both = pd.concat([per_type, overall])
-    return [Score(method=m, variant=v, lang=lang, negative_type=neg, metric="accuracy", value=hits / n, n=int(n),
-                  extra={"undefined": int(rows - n)})
-            for (m, v, lang, neg), n, hits, rows in zip(both.index, both["n"], both["hits"], both["rows"]) if n > 0]
+    defined = (items["score_acceptable"].notna() & items["score_unacceptable"].notna()).to_numpy()
+    hits = items["correct"].to_numpy(dtype=bool) & defined
+    codes, labels = zip(*(pd.factorize(items[c], sort=True) for c in ("method", "variant", "lang", "negative_type")))
+    labels = [u.tolist() for u in labels]
+    sizes = [len(u) for u in labels]
+    scores = []
+    for depth in (4, 3):  # with the negative type, then over all of them
+        cells, cell = np.unique(np.ravel_multi_index(codes[:depth], sizes[:depth]), return_inverse=True)
+        n, right, rows = (np.bincount(cell, w, len(cells)) for w in (defined, hits, None))
+        for at, cn, ch, cr in zip(cells.tolist(), n.tolist(), right.tolist(), rows.tolist()):
+            m, v, lang, *neg = (labels[j][i] for j, i in enumerate(np.unravel_index(at, sizes[:depth])))
+            if cn > 0:
+                scores.append(Score(method=m, variant=v, lang=lang, negative_type=neg[0] if neg else ALL, metric="accuracy",
+                                    value=ch / cn, n=int(cn), extra={"undefined": int(cr - cn)}))
+    return scores

@@ -23,10 +23,10 @@ Every choice that changes a score is explicit and recorded (`ScoringSetup`):
 
 from __future__ import annotations
 
-from bisect import bisect_left
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
+from itertools import accumulate
 from typing import Literal, NamedTuple
 
 import numpy as np
@@ -73,19 +73,6 @@ class TokenScores:
     logprobs: np.ndarray
     starts: np.ndarray
     ends: np.ndarray
-
-    @cached_property
-    def _by_start(self) -> tuple[list[int], list[float]]:
-        """Token starts in ascending order, and the sum of the log-probabilities from each one on."""
-        order = np.argsort(self.starts, kind="stable")
-        tails = np.cumsum(self.logprobs[order][::-1], dtype=np.float64)[::-1]
-        return self.starts[order].tolist(), [*tails.tolist(), 0.0]
-
-    def from_char(self, start: int) -> tuple[float, int]:
-        """Sum and count of the scored tokens that begin at or after character `start`."""
-        starts, tails = self._by_start
-        first = bisect_left(starts, start)
-        return tails[first], len(starts) - first
 
 
 def length_batches(lengths: Sequence[int], batch_size: int, max_tokens: int | None = None) -> list[list[int]]:
@@ -257,13 +244,16 @@ class Scorer:
         contexts = list(dict.fromkeys(c for c, _ in unique))
         targets = list(dict.fromkeys(t for _, t in unique))
         ctx_ids = dict(zip(contexts, self.encode(contexts)))
-        enc = self.loaded.tokenizer(targets, add_special_tokens=False, return_offsets_mapping=True)
-        tgt = {t: (ids, np.asarray(offs, dtype=np.int64).reshape(-1, 2))
-               for t, ids, offs in zip(targets, enc["input_ids"], enc["offset_mapping"])}
+        enc = self.loaded.tokenizer(targets, add_special_tokens=False, return_offsets_mapping=True,
+                                    return_attention_mask=False, return_token_type_ids=False)
+        tgt_ids = dict(zip(targets, enc["input_ids"]))
+        tgt_at = dict(zip(targets, accumulate((len(ids) for ids in enc["input_ids"]), initial=0)))  # in `offsets`
+        offsets = np.array([o for offs in enc["offset_mapping"] for o in offs], dtype=np.int64).reshape(-1, 2).T.copy()
+        offsets.flags.writeable = False  # shared by the TokenScores, as views
         seqs, n_ctx = [], []
         for c, t in unique:
             head = self.prefix() + ctx_ids[c]
-            seqs.append(head + tgt[t][0])
+            seqs.append(head + tgt_ids[t])
             n_ctx.append(len(head))
         starts = [max(n, 1) - 1 for n in n_ctx]  # the first position whose next token is scored
         inputs = [s[:-1] for s in seqs]  # the last token predicts nothing that is scored
@@ -281,8 +271,9 @@ class Scorer:
                                 np.concatenate([seqs[i][starts[i] + 1 :] for _, i, _ in members]),
                                 np.concatenate([packing.prefixes[i][starts[i] :] for _, i, _ in members]), norms)
             for (_, i, _), part in zip(members, np.split(lp, np.cumsum([len(at) for _, _, at in members])[:-1])):
-                offs = tgt[unique[i][1]][1][starts[i] + 1 - n_ctx[i]:]
-                out[unique[i]] = TokenScores(part, offs[:, 0].copy(), offs[:, 1].copy())
+                t = unique[i][1]
+                span = slice(tgt_at[t] + starts[i] + 1 - n_ctx[i], tgt_at[t] + len(tgt_ids[t]))
+                out[unique[i]] = TokenScores(part, offsets[0, span], offsets[1, span])
             if progress:
                 progress(len(out), len(unique))
         return out

@@ -5,13 +5,14 @@ from __future__ import annotations
 import shutil
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 from tokenizers import processors
 
-from evaluate.direct import VARIANTS, shared_continuation, span_scores
+from evaluate.direct import VARIANTS, ScoredTexts, pair_scores, shared_continuation
 from evaluate.models import Capabilities, choose_batch_size, choose_device, choose_dtype, load_model, weights_sha256
-from evaluate.scoring import PROBE_TOKENS, Scorer
+from evaluate.scoring import PROBE_TOKENS, Scorer, TokenScores
 
 from eval_fixtures import release, release_pairs, toy, toy_dir  # noqa: F401
 
@@ -218,34 +219,52 @@ def test_bf16_scoring_on_cpu_agrees_with_fp32(toy_dir, release_pairs):
 
 
 def test_conditional_scores_the_same_continuation_in_both_sentences(toy):
-    scorer = Scorer(toy)
     a, b = "A toaster is used for heating food.", "A blender is used for heating food."
-    s = scorer.score([("", a), ("", b)])
-    cut = shared_continuation(a, s[("", a)], b, s[("", b)])
-    assert cut is not None and a[cut[0]:] == b[cut[1]:]
-    assert a[cut[0]:].strip().startswith("is used")  # not from the middle of "toaster"/"blender"
-    cond = span_scores(a, s[("", a)], cut[0])[""]
-    ts = s[("", a)]
-    assert cond == pytest.approx(float(ts.logprobs[ts.starts >= cut[0]].sum()))
-    assert span_scores(a, ts, 0)[""] < cond < 0
-    # Sentences that share no continuation (the concept comes last) have no conditional score.
-    c, d = "Heating food is done by a toaster", "Heating food is done by a kettle"
-    s2 = scorer.score([("", c), ("", d)])
-    assert shared_continuation(c, s2[("", c)], d, s2[("", d)]) is None
-    assert np.isnan(span_scores(c, s2[("", c)], None)["_per_token"])
+    c, d = "Heating food is done by a toaster", "Heating food is done by a kettle"  # the concept comes last
+    s = Scorer(toy).score([("", t) for t in (a, b, c, d)])
+    v = pair_scores(pd.DataFrame({"acceptable_sentence": [a, c], "unacceptable_sentence": [b, d]}), s)
+    n = shared_continuation(a, s[("", a)].starts.tolist(), b, s[("", b)].starts.tolist())
+    assert n and a[-n:] == b[-n:] and a[-n:].strip().startswith("is used")  # not from the middle of "toaster"/"blender"
+    for side, text in enumerate((a, b)):
+        ts = s[("", text)]
+        assert v["conditional"][side][0] == pytest.approx(float(ts.logprobs[ts.starts >= len(text) - n].sum()))
+        assert v["conditional_per_token"][side][0] == pytest.approx(v["conditional"][side][0] / (ts.starts >= len(text) - n).sum())
+        assert v["full"][side][0] < v["conditional"][side][0] < 0
+    assert v["conditional_per_char"][0][0] == pytest.approx(v["conditional"][0][0] / n)
+    # Sentences that share no continuation have no conditional score, and still a full one.
+    assert shared_continuation(c, s[("", c)].starts.tolist(), d, s[("", d)].starts.tolist()) == 0
+    assert all(np.isnan(v[k][side][1]) for k in VARIANTS if k.startswith("conditional") for side in (0, 1))
+    assert v["full"][0][1] == pytest.approx(float(s[("", c)].logprobs.sum()))
     assert len(VARIANTS) == 8
 
 
 def test_per_token_character_and_byte_normalisations(toy):
-    text = "Ein Bär lebt im Wald."
-    ts = Scorer(toy).score([("", text)])[("", text)]
+    text, other = "Ein Bär lebt im Wald.", "Ein Hund lebt im Wald."
+    scored = Scorer(toy).score([("", text), ("", other)])
+    ts = scored[("", text)]
     total = float(ts.logprobs.sum())
-    v = span_scores(text, ts, 0)
-    assert v[""] == pytest.approx(total)
-    assert v["_per_token"] == pytest.approx(total / len(ts.logprobs))
-    assert v["_per_char"] == pytest.approx(total / len(text))
-    assert v["_per_byte"] == pytest.approx(total / len(text.encode("utf-8")))
-    assert v["_per_char"] != v["_per_byte"]  # "ä" is one character, two bytes
+    v = {k: a[0] for k, (a, _) in pair_scores(pd.DataFrame({"acceptable_sentence": [text], "unacceptable_sentence": [other]}),
+                                               scored).items()}
+    assert v["full"] == pytest.approx(total)
+    assert v["full_per_token"] == pytest.approx(total / len(ts.logprobs))
+    assert v["full_per_char"] == pytest.approx(total / len(text))
+    assert v["full_per_byte"] == pytest.approx(total / len(text.encode("utf-8")))
+    assert v["full_per_char"] != v["full_per_byte"]  # "ä" is one character, two bytes
+    tail = " lebt im Wald."  # shared after the concept: 14 characters and bytes
+    assert v["conditional_per_char"] == v["conditional_per_byte"] == pytest.approx(v["conditional"] / len(tail))
+
+
+def test_scored_texts_sum_from_a_character_like_a_filter_over_each_text():
+    rng = np.random.default_rng(0)
+    texts = [TokenScores(rng.normal(size=n).astype(np.float32), rng.permutation(n * 3)[:n], np.zeros(n, np.int64))
+             for n in rng.integers(0, 6, size=40)]  # starts in any order; some texts with no scored token
+    table = ScoredTexts(texts)
+    which, chars = rng.integers(0, len(texts), size=500), rng.integers(0, 25, size=500)
+    total, n = table.from_char(which, chars)
+    for k, c, got, count in zip(which, chars, total, n):
+        kept = texts[k].starts >= c
+        assert count == kept.sum() and got == pytest.approx(texts[k].logprobs[kept].astype(np.float64).sum(), abs=1e-9)
+    assert table.start_lists == [sorted(t.starts.tolist()) for t in texts]
 
 
 def test_model_info_names_the_weights_and_bad_folders_are_clear_errors(toy, toy_dir, tmp_path):
