@@ -8,9 +8,10 @@
   log-probabilities with BOS (the tool COMPS used), given the same batch size as ours, and also
   batches of 32 (whichever is faster is the baseline);
 - floor: one forward pass per unique sentence, no padding, nothing else.
-All three must agree on the full-sentence log-probabilities. Each way is timed best of N, on one
-thread (the machine is shared; one thread keeps timings steady); each way's once-per-model set-up
-(minicons's scorer, our `Scorer` and its probes of the model) is made once, outside the timing.
+All three must agree on the full-sentence log-probabilities. Each way is timed best of N (10 on the
+toy, whose runs of tens of milliseconds vary most; 3 on the real shape), on one thread (the machine
+is shared; one thread keeps timings steady); each way's once-per-model set-up (minicons's scorer,
+our `Scorer` and its probes of the model) is made once, outside the timing.
 The models: the tests' toy (trained here; hidden 64, 2 layers, a 512-token vocabulary, where
 per-call overheads dominate), and a tiny model of a real model's proportions (hidden 256, 4 layers,
 random weights, the same tokenizer with the output layer widened to 32,000 entries, as in Llama 2
@@ -125,7 +126,7 @@ def main() -> None:
         LlamaForCausalLM(config).save_pretrained(Path(tmp) / "real")
         tok.save_pretrained(Path(tmp) / "real")
         real = load_model(Path(tmp) / "real", device="cpu", dtype="float32")
-    results = {"toy": measure("toy", toy, pairs, 5), "real_shape": measure("real-shape", real, pairs, 3)}
+    results = {"toy": measure("toy", toy, pairs, 10), "real_shape": measure("real-shape", real, pairs, 3)}
     fields = " ".join(f"{model}_{k}={v:.3f}" if k.endswith("_s") else f"{model}_{k}={v:.2f}"
                       for model, r in results.items() for k, v in r.items())
     print(f"BENCH direct_scoring pairs={len(pairs)} unique_sentences={unique} {fields} target_speedup=3 target_ratio_to_floor=1.3")
