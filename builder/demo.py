@@ -271,7 +271,6 @@ def demo_lexicon():
     from builder.llm.standin import Lexicon
 
     lex = Lexicon.from_answers(sample_dir() / "demo" / "answers")
-    names = {lang.code: lang.name for lang in languages_mod.builtin_languages()}
     langs = sorted({lang for lang, _, _ in lex.sentences})
     for line in (sample_dir() / "seeds" / "comps.jsonl").read_text(encoding="utf-8").splitlines():
         c = json.loads(line)
@@ -280,7 +279,7 @@ def demo_lexicon():
             known = [lex.sentences.get((lang, c["property"], c[f"{role}_concept"])) for lang in langs]
             for lang, rec in zip(langs, known):
                 if rec:
-                    lex.texts[(names[lang], english)] = rec["sentence"]
+                    lex.add_text(lang, english, rec["sentence"])
             if role == "acceptable":
                 lex.facts.update([english, *(rec["sentence"] for rec in known if rec)])
     return lex

@@ -45,12 +45,12 @@ class ScoredTexts:
         text = np.repeat(np.arange(len(scores)), counts)
         starts = np.concatenate([s.starts for s in scores]) if scores else np.zeros(0, np.int64)
         order = np.lexsort((starts, text))
-        self.starts = starts[order]
+        starts = starts[order]
         logprobs = np.concatenate([s.logprobs for s in scores]) if scores else np.zeros(0)
         self.cumulative = np.concatenate([[0.0], np.cumsum(logprobs.astype(np.float64)[order])])
-        self.stride = int(self.starts.max(initial=0)) + 2  # keys text * stride + start sort as (text, start)
-        self.keys = text * self.stride + self.starts
-        listed = self.starts.tolist()
+        self.stride = int(starts.max(initial=0)) + 2  # keys text * stride + start sort as (text, start)
+        self.keys = text * self.stride + starts
+        listed = starts.tolist()
         self.start_lists = [listed[e - c : e] for e, c in zip(self.ends.tolist(), counts.tolist())]
 
     def from_char(self, text: np.ndarray, char: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -65,9 +65,6 @@ class Lexicon:
     def from_answers(cls, folder: Path) -> "Lexicon":
         """Answers from one JSONL file per language code, by record type: translation, inflection,
         text (a plain-text translation of an English text) and sentence."""
-        from builder.languages import builtin_languages
-
-        names = {lang.code: lang.name for lang in builtin_languages()}
         lex = cls()
         for path in sorted(folder.glob("*.jsonl")):
             lang = path.stem
@@ -80,10 +77,17 @@ class Lexicon:
                 elif rec["type"] == "inflection":
                     lex.inflections[(lang, rec["lemma"], rec["features"])] = rec["form"]
                 elif rec["type"] == "text":
-                    lex.texts[(names[lang], rec["english"])] = rec["translation"]
+                    lex.add_text(lang, rec["english"], rec["translation"])
                 else:
                     lex.sentences[(lang, rec["property"], rec["concept"])] = rec
         return lex
+
+    def add_text(self, lang: str, english: str, translation: str) -> None:
+        """A translation of an English text into a language given by code (plain-text prompts name the language)."""
+        from builder.languages import builtin_languages
+
+        name = next(language.name for language in builtin_languages() if language.code == lang)
+        self.texts[(name, english)] = translation
 
     def translate(self, lang: str, item: dict) -> dict:
         if "comment" in item:  # a re-proposal after a curator's rejection
