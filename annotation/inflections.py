@@ -15,8 +15,8 @@ from sqlalchemy import select
 
 from annotation.tasks import annotation_counts, task_hash, textarea
 from annotation.textdiff import edit_distance
-from builder.inflect import Need
-from builder.lexicon import verify_fills
+from builder.m2c.fills import Need
+from builder.m2c.lexicon import verify_fills
 from builder.workspace import schema as t
 from builder.workspace.store import Workspace
 

@@ -16,7 +16,7 @@ import random
 import time
 import tracemalloc
 
-from builder.templates import Lexeme, Template
+from builder.m2c import Lexeme, Template
 
 N = 100_000
 SMALL = 10_000

@@ -17,7 +17,7 @@ from rich.console import Console
 
 from annotation import server as ls_server
 from annotation.review import client, push
-from builder.demo import run_demo
+from builder.cli.demo import run_demo
 from builder.workspace.store import open_workspace
 
 

@@ -1,86 +1,112 @@
-"""Cross-lingual consistency of a model's decisions (the multisense paper's measure).
+"""Method `consistency`: do the model's direct and meta decisions survive a change of language?
 
-A decision table maps an item id (a pair id, shared by every language) to the label the model chose,
-or None when its answer could not be read. As in the paper, an unreadable answer is one more label,
-"invalid": two invalid answers agree with each other and disagree with any valid one. Consistency
-between two tables is the share of their common items with the same label.
+A decision is the concept (or sentence) a method prefers for an item: "acceptable", "unacceptable",
+or None where it cannot be read (a tie, an undefined score, a generative reply naming neither). Pair
+ids are shared by all languages, so every language pair is compared on its common items
+(`evaluate.decision_agreement`), and every language against English with the split by whether English was
+right. Decisions come from the direct and meta results of the same run (they are run first when
+not asked for; direct needs scores, so behind an endpoint only meta's are compared).
+
+The same-language baseline is the agreement of two runs that should not differ:
+- local model (deterministic): meta with the options in one order against meta with them swapped,
+  i.e. how much of a language's decisions depends on nothing but the option order;
+- endpoint: the acceptable-first meta prompts sampled twice (temperature `sample_temperature`, seeds 1
+  and 2), the sampling noise the paper compares cross-lingual consistency with.
 """
 
 from __future__ import annotations
 
-from collections import Counter
-from collections.abc import Mapping
-from itertools import combinations
+import numpy as np
+import pandas as pd
 
-from pydantic import BaseModel
+from evaluate.decision_agreement import Decisions, agreement, consistency, label_distribution
+from evaluate.meta import prompts as meta_prompts
+from evaluate.methods import ALL, ITEM_COLUMNS, Context, MethodOutput, Score, register
 
-INVALID = "invalid"
-Decisions = Mapping[str, str | None]
-
-
-class Breakdown(BaseModel):
-    """Consistency of a target against a source, overall and split by the source's correctness."""
-
-    n: int
-    overall: float | None
-    n_correct: int  # items the source answered correctly
-    on_correct: float | None
-    n_incorrect: int  # items the source answered wrongly (a valid, wrong label)
-    on_incorrect: float | None
-    invalid_source: int
-    invalid_target: int
+SOURCE = "en"
+GOLD = "acceptable"
+DECISION_VARIANTS = {"direct": ("full",), "meta": ("acceptable_first", "acceptable_second")}
+SWAPPED = "meta: options in one order against the other (acceptable first vs second)"
+SAMPLED = "meta (acceptable first): two sampled runs, seeds 1 and 2"
 
 
-class ConsistencyReport(BaseModel):
-    langs: list[str]
-    matrix: dict[str, dict[str, float | None]]  # symmetric; the diagonal is 1 where a language has items
-    items: dict[str, dict[str, int]]  # common items per pair of languages
-    against_source: dict[str, Breakdown]  # every other language against the source language
+def decisions(items: pd.DataFrame, method: str, variant: str) -> dict[str, dict[str, str | None]]:
+    """lang -> pair id -> decision, from a method's item rows of one variant."""
+    rows = items[(items["method"] == method) & (items["variant"] == variant)]
+    a, u = rows["score_acceptable"].to_numpy(float), rows["score_unacceptable"].to_numpy(float)
+    labels = np.where(a > u, "acceptable", np.where(u > a, "unacceptable", None))  # NaN compares False: None
+    out: dict[str, dict[str, str | None]] = {}
+    for lang, pid, label in zip(rows["lang"], rows["pair_id"], labels):
+        out.setdefault(lang, {})[pid] = label
+    return out
 
 
-def _label(value: str | None) -> str:
-    return INVALID if value is None else value
+def assemble(tables: dict[str, dict[str, Decisions]], baseline: dict[str, tuple[Decisions, Decisions]],
+             baseline_kind: str, source: str = SOURCE) -> MethodOutput:
+    """Scores and tables from decision tables (key "method/variant" -> lang -> decisions) and baseline run pairs."""
+    scores: list[Score] = []
+    matrix, split, labels = [], [], []
+    for key, by_lang in tables.items():
+        gold = {pid: GOLD for d in by_lang.values() for pid in d}
+        rep = consistency(by_lang, gold, source)
+        for a in rep.langs:
+            for b in rep.langs:
+                matrix.append({"variant": key, "lang_a": a, "lang_b": b, "value": rep.matrix[a][b], "n": rep.items[a][b]})
+                if a < b and rep.matrix[a][b] is not None:
+                    scores.append(Score(method="consistency", variant=key, lang=f"{a}-{b}", negative_type=ALL,
+                                        metric="consistency", value=rep.matrix[a][b], n=rep.items[a][b]))
+            labels += [{"variant": key, "lang": a, "label": k, "share": v} for k, v in label_distribution(by_lang[a]).items()]
+        for lang, br in rep.against_source.items():
+            split.append({"variant": key, "lang": lang, **br.model_dump()})
+            for metric, value, n in (("consistency_en", br.overall, br.n), ("consistency_en_correct", br.on_correct, br.n_correct),
+                                     ("consistency_en_incorrect", br.on_incorrect, br.n_incorrect)):
+                if value is not None:
+                    scores.append(Score(method="consistency", variant=key, lang=lang, negative_type=ALL, metric=metric,
+                                        value=value, n=n))
+    base = []
+    for lang, (first, second) in sorted(baseline.items()):
+        value, n = agreement(first, second)
+        base.append({"lang": lang, "second_run": baseline_kind, "value": value, "n": n})
+        if value is not None:
+            scores.append(Score(method="consistency", variant="baseline", lang=lang, negative_type=ALL, metric="consistency",
+                                value=value, n=n, extra={"second_run": baseline_kind}))
+    tables_out = {"consistency_matrix": pd.DataFrame(matrix, columns=["variant", "lang_a", "lang_b", "value", "n"]),
+                  "consistency_breakdown": pd.DataFrame(split),
+                  "consistency_labels": pd.DataFrame(labels, columns=["variant", "lang", "label", "share"]),
+                  "consistency_baseline": pd.DataFrame(base, columns=["lang", "second_run", "value", "n"])}
+    return MethodOutput(pd.DataFrame(columns=list(ITEM_COLUMNS)), scores, tables_out)
 
 
-def _share(hits: int, n: int) -> float | None:
-    return hits / n if n else None
+def sampled_baseline(ctx: Context, pairs: pd.DataFrame) -> dict[str, tuple[Decisions, Decisions]]:
+    from evaluate.meta import ask
+
+    templates = {c: lang.meta_prompt for c, lang in ctx.languages.items() if lang.meta_prompt}
+    first = meta_prompts(pairs, templates)["acceptable_first"]
+    runs = [ask(ctx, pairs, first, stage=f"consistency baseline (run {seed})", temperature=ctx.options.sample_temperature,
+                seed=seed)[1] for seed in (1, 2)]
+    out: dict[str, tuple[dict, dict]] = {}
+    for lang, pid, one, two in zip(pairs["lang"], pairs["pair_id"], *runs):
+        a, b = out.setdefault(lang, ({}, {}))
+        a[pid], b[pid] = one, two
+    return out
 
 
-def agreement(a: Decisions, b: Decisions) -> tuple[float | None, int]:
-    common = a.keys() & b.keys()
-    return _share(sum(_label(a[i]) == _label(b[i]) for i in common), len(common)), len(common)
+class Consistency:
+    name = "consistency"
+    headline = ("meta/acceptable_first", "consistency_en")
+
+    def requires(self, ctx: Context) -> tuple[str, ...]:
+        return ("direct", "meta") if ctx.scorer is not None else ("meta",)
+
+    def run(self, ctx: Context, pairs: pd.DataFrame) -> MethodOutput:
+        tables = {f"{m}/{v}": decisions(ctx.outputs[m].items, m, v)
+                  for m in self.requires(ctx) for v in DECISION_VARIANTS[m]}
+        if ctx.scorer is not None:
+            first, second = tables["meta/acceptable_first"], tables["meta/acceptable_second"]
+            baseline, kind = {lang: (first[lang], second.get(lang, {})) for lang in first}, SWAPPED
+        else:
+            baseline, kind = sampled_baseline(ctx, pairs), SAMPLED
+        return assemble(tables, baseline, kind)
 
 
-def breakdown(source: Decisions, target: Decisions, gold: Mapping[str, str]) -> Breakdown:
-    common = sorted(source.keys() & target.keys())
-    same = {i: _label(source[i]) == _label(target[i]) for i in common}
-    correct = [i for i in common if source[i] is not None and source[i] == gold[i]]
-    incorrect = [i for i in common if source[i] is not None and source[i] != gold[i]]
-    return Breakdown(
-        n=len(common), overall=_share(sum(same.values()), len(common)),
-        n_correct=len(correct), on_correct=_share(sum(same[i] for i in correct), len(correct)),
-        n_incorrect=len(incorrect), on_incorrect=_share(sum(same[i] for i in incorrect), len(incorrect)),
-        invalid_source=sum(source[i] is None for i in common), invalid_target=sum(target[i] is None for i in common),
-    )
-
-
-def consistency(decisions: Mapping[str, Decisions], gold: Mapping[str, str], source: str = "en") -> ConsistencyReport:
-    """Every pair of languages, and every language against `source` with the correctness split."""
-    langs = sorted(decisions)
-    matrix: dict[str, dict[str, float | None]] = {x: {} for x in langs}
-    items: dict[str, dict[str, int]] = {x: {} for x in langs}
-    for x in langs:
-        matrix[x][x], items[x][x] = (1.0 if decisions[x] else None), len(decisions[x])
-    for x, y in combinations(langs, 2):
-        value, n = agreement(decisions[x], decisions[y])
-        matrix[x][y] = matrix[y][x] = value
-        items[x][y] = items[y][x] = n
-    against = {x: breakdown(decisions[source], decisions[x], gold) for x in langs if x != source and source in decisions}
-    return ConsistencyReport(langs=langs, matrix=matrix, items=items, against_source=against)
-
-
-def label_distribution(decisions: Decisions) -> dict[str, float]:
-    """Share of each predicted label, "invalid" included (the paper's per-condition distributions)."""
-    counts = Counter(_label(v) for v in decisions.values())
-    total = sum(counts.values())
-    return {label: n / total for label, n in sorted(counts.items())} if total else {}
+register(Consistency())

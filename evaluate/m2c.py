@@ -5,7 +5,7 @@ The prompt is the language's instruction, the context, the question and an empty
 test with the same template_id, drawn from a seed per test so a re-run draws the same; a template with
 a single test has no exemplar and is left out of one-shot. Decoding is greedy with at most 20 new
 tokens; the reply is its first non-empty line (a base model goes on with the next "Context:"), and
-`builder.templates.answers.validate` judges it: correct, a morphological error (another form of the
+`builder.m2c.answers.validate` judges it: correct, a morphological error (another form of the
 gold lexeme) or a miss. Reported per language and per template: accuracy and the share of tests
 answered with a morphological error.
 """
@@ -19,7 +19,7 @@ import pandas as pd
 import yaml
 
 from builder.paths import data_dir
-from builder.templates.answers import validate
+from builder.m2c.answers import validate
 from evaluate.methods import ALL, ITEM_COLUMNS, Context, MethodOutput, Score, register
 
 MAX_NEW_TOKENS = 20

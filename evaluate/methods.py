@@ -22,7 +22,7 @@ from builder.records import Language
 from evaluate.models import LoadedModel
 from evaluate.scoring import BosPolicy, Scorer
 
-MODULES = ("evaluate.direct", "evaluate.meta", "evaluate.neuro", "evaluate.consistency_method", "evaluate.selftranslate",
+MODULES = ("evaluate.direct", "evaluate.meta", "evaluate.neuro", "evaluate.consistency", "evaluate.selftranslate",
            "evaluate.m2c")
 ITEM_COLUMNS = ("pair_id", "lang", "property_id", "negative_type", "method", "variant",
                 "score_acceptable", "score_unacceptable", "correct")

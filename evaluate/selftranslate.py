@@ -9,7 +9,7 @@ translates, into each other language of the release, the instruction (its prefix
   I         its translated instruction, English input
   X         English instruction, its translated input
   T         both translated
-Each condition's decisions are compared with the original's (`evaluate.consistency`: "invalid" is a
+Each condition's decisions are compared with the original's (`evaluate.decision_agreement`: "invalid" is a
 label, the split by whether the original was right). Its sentence translations are scored against
 the released, curator-verified sentences of that language (`evaluate.quality`: BLEU with the
 language's tokenizer, chrF), per item quality is correlated with per item consistency, and
@@ -26,7 +26,7 @@ import hashlib
 import pandas as pd
 
 from evaluate.answers import normalize
-from evaluate.consistency import breakdown, label_distribution
+from evaluate.decision_agreement import breakdown, label_distribution
 from evaluate.methods import ALL, ITEM_COLUMNS, Context, MethodOutput, Score, register
 from evaluate.quality import ItemTranslation, Segment, consistency_above, correlate, score_translations
 

@@ -12,12 +12,12 @@ from pathlib import Path
 from rich.console import Console
 
 from builder import languages
-from builder.demo import DEMO_TARGETS
+from builder.cli.demo import DEMO_TARGETS
 from builder.generate import generate
 from builder.llm.config import LLMSettings
 from builder.paths import sample_dir
 from builder.releases.publish import PublishRequest, publish
-from builder.render_tests import render_tests
+from builder.m2c.render import render_tests
 from builder.runner import run_stage
 from builder.seeds import import_seeds
 from builder.selection import Scope

@@ -8,11 +8,11 @@ from sqlalchemy import select
 from typer.testing import CliRunner
 
 from builder.cli import app
-from builder.inflect import needs, propose_forms
+from builder.m2c.fills import needs, propose_forms
 from builder.languages import registry
-from builder.lexicon import LexiconImportError, import_unimorph, verify_fills
+from builder.m2c.lexicon import LexiconImportError, import_unimorph, verify_fills
 from builder.llm.client import LLMClient
-from builder.render_tests import render_tests
+from builder.m2c.render import render_tests
 from builder.workspace import schema as t
 
 from conftest import settings_for

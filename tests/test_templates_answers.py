@@ -4,8 +4,8 @@ import unicodedata
 
 import pytest
 
-from builder.templates.answers import normalise, validate
-from builder.templates.files import M2CTest
+from builder.m2c.answers import normalise, validate
+from builder.m2c.template_files import M2CTest
 
 
 def _test(answer, alternatives=(), forms=(), lang="de"):

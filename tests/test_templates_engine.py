@@ -4,9 +4,9 @@ from collections import Counter
 
 import pytest
 
-from builder.templates import Lexeme, Template, TemplateError, load_language, register_function
-from builder.templates.functions import FUNCTIONS
-from builder.templates.language import parse_language
+from builder.m2c import Lexeme, Template, TemplateError, load_language, register_function
+from builder.m2c.functions import FUNCTIONS
+from builder.m2c.language import parse_language
 
 GENDER = {"GENDER": ["MASC", "FEM"]}
 NAMES = [{"MASC": "John"}, {"FEM": "Mary"}]

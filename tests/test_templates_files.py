@@ -5,9 +5,9 @@ from pathlib import Path
 
 import pytest
 
-from builder.templates import TemplateError
-from builder.templates.answers import validate
-from builder.templates.files import load_file, load_language_templates, template_files
+from builder.m2c import TemplateError
+from builder.m2c.answers import validate
+from builder.m2c.template_files import load_file, load_language_templates, template_files
 
 CAPABILITIES = {"negation", "numerals", "spatial", "temporal", "comparatives"}
 SHIPPED = ["en", "de", "fr", "ru", "fi", "zh"]

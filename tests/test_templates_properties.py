@@ -5,7 +5,7 @@ import re
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from builder.templates import Template
+from builder.m2c import Template
 
 DIMS = {"GENDER": ["M", "F", "N"], "NUMBER": ["SG", "PL"]}
 GENDERS = DIMS["GENDER"]

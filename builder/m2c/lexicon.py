@@ -1,4 +1,6 @@
-"""Inflection tables in the workspace: UniMorph import, verification, and lexemes for templates.
+"""Inflection tables in the workspace: UniMorph import, LLM proposals, verification, and lexemes for templates.
+
+The one module that writes `lexicon_forms`.
 
 Every form is one row per (language, lemma, part of speech, feature bundle). Bundles are stored in
 the language's dimension order ("SG.GEN", never "GEN.SG"), so a template's bundle finds its row
@@ -14,10 +16,10 @@ from pathlib import Path
 
 from sqlalchemy import select
 
-from builder.templates.engine import Lexeme
-from builder.templates.errors import LanguageDataError, TemplateError
-from builder.templates.files import LexiconRef
-from builder.templates.language import Language, load_language
+from builder.m2c.engine import Lexeme
+from builder.m2c.errors import LanguageDataError, TemplateError
+from builder.m2c.template_files import LexiconRef
+from builder.m2c.language import Language, load_language
 from builder.workspace import schema as t
 from builder.workspace.store import Workspace, now
 
@@ -152,6 +154,28 @@ def verify_fills(ws: Workspace, lang_code: str, lemma: str, *, reviewer: str, de
     return summary
 
 
+def store_proposed_forms(ws: Workspace, lang: str, lemma: str, forms: dict[str, str], call_id: str) -> int:
+    """The LLM's forms for a lemma (bundle -> form), stored as proposed with their call; a bundle already
+    proposed or verified is never stored twice, a rejected one is proposed afresh. Returns how many were stored."""
+    ts = now()
+    stored = 0
+    c = t.lexicon_forms.c
+    with ws.transaction() as conn:
+        existing = {r.features: r for r in conn.execute(select(t.lexicon_forms).where(c.lang == lang, c.lemma == lemma, c.pos == ""))}
+        for bundle, form in forms.items():
+            values = dict(form=form, status="proposed", source="llm", llm_call_id=call_id, proposed_form=None,
+                          reviewer=None, comment="", verified_at=None, created_at=ts)
+            old = existing.get(bundle)
+            if old is None:
+                conn.execute(t.lexicon_forms.insert().values(lang=lang, lemma=lemma, pos="", features=bundle, **values))
+            elif old.status == "rejected":
+                conn.execute(t.lexicon_forms.update().where(c.id == old.id).values(**values))
+            else:
+                continue  # stored meanwhile (a resumed run): never twice
+            stored += 1
+    return stored
+
+
 def forms_of(ws: Workspace, lang: str, lemmas: Iterable[str], pos: str | None = None) -> dict[str, dict[str, dict]]:
     """lemma -> bundle -> row (rejected rows included; callers decide)."""
     stmt = select(t.lexicon_forms).where(t.lexicon_forms.c.lang == lang, t.lexicon_forms.c.lemma.in_(list(lemmas)))
@@ -203,3 +227,14 @@ def resolver(ws: Workspace, *, include_unverified: bool = False, report: Resolut
         return lexemes
 
     return resolve
+
+
+def list_forms(ws: Workspace, lang: str, *, lemma: str | None = None, status: str | None = None) -> list[dict]:
+    """The lexicon's rows for a language (optionally one lemma, one status), by lemma and bundle."""
+    c = t.lexicon_forms.c
+    stmt = select(t.lexicon_forms).where(c.lang == lang)
+    if lemma:
+        stmt = stmt.where(c.lemma == lemma)
+    if status:
+        stmt = stmt.where(c.status == status)
+    return ws.rows(stmt.order_by(c.lemma, c.features))

@@ -35,12 +35,12 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from builder.templates import functions as fn_registry
-from builder.templates.errors import TemplateError, Where
-from builder.templates.functions import Forms, FunctionError
-from builder.templates.language import MISSING, Language, LanguageDataError, custom, load_language
-from builder.templates.sampling import sorted_sample
-from builder.templates.syntax import Agree, Call, Cond, Feature, Inline, Locate, Parser, Ref
+from builder.m2c import functions as fn_registry
+from builder.m2c.errors import TemplateError, Where
+from builder.m2c.functions import Forms, FunctionError
+from builder.m2c.language import MISSING, Language, LanguageDataError, custom, load_language
+from builder.m2c.sampling import sorted_sample
+from builder.m2c.syntax import Agree, Call, Cond, Feature, Inline, Locate, Parser, Ref
 
 MAX_COMBINATIONS = 2_000_000
 

@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 from typing import Callable, Union
 
-from builder.templates.errors import TemplateError, Where
+from builder.m2c.errors import TemplateError, Where
 
 _NAME = re.compile(r"^[^\W\d]\w*$")
 _INT = re.compile(r"^-?\d+$")

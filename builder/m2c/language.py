@@ -18,7 +18,7 @@ from typing import Any, Callable
 import yaml
 
 from builder.paths import data_dir
-from builder.templates.errors import LanguageDataError
+from builder.m2c.errors import LanguageDataError
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""`builder publish` and `builder releases …`: a thin CLI over `builder.releases`."""
+"""`builder publish` and `builder releases …`: cut a release, list, diff, verify and export them, waive items."""
 
 from __future__ import annotations
 
@@ -7,29 +7,25 @@ from pathlib import Path
 from typing import Optional
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
-from builder.workspace.store import default_dir, open_workspace
+from builder.cli.common import WorkspaceOpt, codes, fail, open_ws, out, err, workspace_dir
+from builder.releases.diff import diff
+from builder.releases.lmeval import export_lm_eval
+from builder.releases.publish import DEFAULT_LICENSE, DEFAULT_NAME, PublishRequest, default_target
+from builder.releases.publish import publish as publish_release
+from builder.releases.reading import open_source
+from builder.releases.verify import verify
+from builder.releases.waivers import list_waivers, waive
 
 releases_app = typer.Typer(help="Published releases: list, diff, verify, export; waivers for the release checks.",
                            no_args_is_help=True)
-out = Console(soft_wrap=True)
-err = Console(stderr=True, soft_wrap=True)
-
-WorkspaceOpt = typer.Option(None, "--workspace", "-w", envvar="BUILDER_WORKSPACE", help="Workspace folder [default: ./workspace]")
 SourceOpt = typer.Option(None, "--from", help="Release store folder or Hub id ORG/NAME [default: <workspace>/releases]")
-
-
-def _fail(exc: Exception | str) -> None:
-    err.print("[red]error:[/red] ", end="", highlight=False)
-    err.print(str(exc), highlight=False, markup=False)
-    raise typer.Exit(1)
 
 
 def _source(source: Optional[str], workspace: Optional[Path]) -> str | Path:
     """--from as given (a folder or a Hub id), else the workspace's store (always a folder)."""
-    return source or Path(workspace or default_dir()) / "releases"
+    return source or workspace_dir(workspace) / "releases"
 
 
 def publish(
@@ -47,25 +43,17 @@ def publish(
     workspace: Optional[Path] = WorkspaceOpt,
 ) -> None:
     """Publish reviewed data as a new immutable version (checks first; nothing is written if they fail)."""
-    from builder.releases.publish import (
-        DEFAULT_LICENSE,
-        DEFAULT_NAME,
-        PublishRequest,
-        default_target,
-    )
-    from builder.releases.publish import publish as run
-
     if bump not in (None, "major", "minor", "patch"):
-        _fail(f"--bump must be major, minor or patch, not {bump!r}")
+        fail(f"--bump must be major, minor or patch, not {bump!r}")
     try:
-        ws = open_workspace(workspace or default_dir())
+        ws = open_ws(workspace)
         req = PublishRequest(target=to or default_target(ws), version=version, bump=bump, hub=hub, dry_run=dry_run,
                              require_complete=require_complete, exclude_unverified=exclude_unverified,
-                             langs=[c.strip() for c in lang.split(",") if c.strip()] if lang else None, notes=message,
+                             langs=codes(lang), notes=message,
                              pretty_name=name or DEFAULT_NAME, license=license or DEFAULT_LICENSE)
-        result = run(ws, req)
+        result = publish_release(ws, req)
     except Exception as exc:  # noqa: BLE001 - every failure is one clear message and exit 1
-        _fail(exc)
+        fail(exc)
     out.print(result.report.render(), highlight=False, markup=False)
     rows = ", ".join(f"{c} {n}" for c, n in result.counts.items())
     change = "; ".join(f"{c}: +{d['added']} -{d['removed']} ~{d['changed']}" for c, d in result.changes.items())
@@ -86,13 +74,11 @@ def publish(
 def list_cmd(source: Optional[str] = SourceOpt, workspace: Optional[Path] = WorkspaceOpt,
              as_json: bool = typer.Option(False, "--json")) -> None:
     """Published versions, newest first, with their time, parent and row counts."""
-    from builder.releases.reading import open_source
-
     try:
         src = open_source(_source(source, workspace))
         entries = [src.manifest(v) for v in reversed(src.versions())]
     except Exception as exc:  # noqa: BLE001
-        _fail(exc)
+        fail(exc)
     if as_json:
         print(json.dumps([{k: m[k] for k in ("version", "parent", "created_at", "counts", "code_version")} for m in entries],
                          ensure_ascii=False, indent=1))
@@ -110,12 +96,10 @@ def diff_cmd(a: str, b: str, source: Optional[str] = SourceOpt, workspace: Optio
              lang: Optional[str] = typer.Option(None, "--lang", "-l", help="Only these configs, comma-separated"),
              as_json: bool = typer.Option(False, "--json")) -> None:
     """Item by item, per language: what version B added, removed and changed since A (before → after)."""
-    from builder.releases.diff import diff
-
     try:
-        d = diff(_source(source, workspace), a, b, configs=[c.strip() for c in lang.split(",")] if lang else None)
+        d = diff(_source(source, workspace), a, b, configs=codes(lang))
     except Exception as exc:  # noqa: BLE001
-        _fail(exc)
+        fail(exc)
     if as_json:
         print(d.model_dump_json(indent=1))
     else:
@@ -127,16 +111,14 @@ def verify_cmd(version: Optional[str] = typer.Argument(None, help="One version [
                source: Optional[Path] = typer.Option(None, "--from", help="Release store [default: <workspace>/releases]"),
                workspace: Optional[Path] = WorkspaceOpt) -> None:
     """Check every file against the sha256 in its version's release.json."""
-    from builder.releases.verify import verify
-
     try:
         report = verify(source or _source(None, workspace), version)
     except Exception as exc:  # noqa: BLE001
-        _fail(exc)
+        fail(exc)
     if not report.ok:
         for p in report.problems:
             err.print(p, highlight=False, markup=False)
-        _fail(f"{len(report.problems)} problem(s) in {', '.join(report.versions)}")
+        fail(f"{len(report.problems)} problem(s) in {', '.join(report.versions)}")
     out.print(f"ok: {report.files} file(s) in version(s) {', '.join(report.versions)} match their checksums")
 
 
@@ -145,12 +127,10 @@ def export_lm_eval_cmd(version: str, out_dir: Optional[Path] = typer.Option(None
                        prefix: str = typer.Option("xcomps", help="Task name prefix"),
                        source: Optional[str] = SourceOpt, workspace: Optional[Path] = WorkspaceOpt) -> None:
     """Write lm-evaluation-harness task files: one multiple-choice task per language, and a group."""
-    from builder.releases.lmeval import export_lm_eval
-
     try:
         paths = export_lm_eval(_source(source, workspace), version, out_dir or Path(f"lm-eval-{version}"), prefix=prefix)
     except Exception as exc:  # noqa: BLE001
-        _fail(exc)
+        fail(exc)
     out.print(f"wrote {len(paths)} task file(s) to {paths[0].parent}; run with "
               f"`lm_eval --include_path {paths[0].parent} --tasks {prefix} …`", highlight=False)
 
@@ -161,24 +141,20 @@ def waive_cmd(item: str, lang: str = typer.Option(..., "--lang", "-l"), reason: 
               m2c: bool = typer.Option(False, "--m2c", help="ITEM is an M2C test id (default: a pair id)"),
               workspace: Optional[Path] = WorkspaceOpt) -> None:
     """Let an unverified item be released, with the reason recorded (shown as review_status 'waived')."""
-    from builder.releases.waivers import waive
-
     try:
-        waive(open_workspace(workspace or default_dir()), "m2c" if m2c else "pair", item, lang, reason=reason, by=by)
+        waive(open_ws(workspace), "m2c" if m2c else "pair", item, lang, reason=reason, by=by)
     except Exception as exc:  # noqa: BLE001
-        _fail(exc)
+        fail(exc)
     out.print(f"waived {item} in {lang}")
 
 
 @releases_app.command("waivers")
 def waivers_cmd(workspace: Optional[Path] = WorkspaceOpt) -> None:
     """The recorded waivers."""
-    from builder.releases.waivers import list_waivers
-
     try:
-        rows = list_waivers(open_workspace(workspace or default_dir()))
+        rows = list_waivers(open_ws(workspace))
     except Exception as exc:  # noqa: BLE001
-        _fail(exc)
+        fail(exc)
     table = Table()
     for col in ("lang", "kind", "item", "reason", "by", "when"):
         table.add_column(col)

@@ -23,10 +23,10 @@ import yaml
 from pydantic import BaseModel, ConfigDict
 
 from builder.paths import data_dir
-from builder.templates.engine import Lexeme, Template
-from builder.templates.errors import TemplateError, Where
-from builder.templates.language import Language, load_language
-from builder.templates.syntax import Locate
+from builder.m2c.engine import Lexeme, Template
+from builder.m2c.errors import TemplateError, Where
+from builder.m2c.language import Language, load_language
+from builder.m2c.syntax import Locate
 
 FIELDS = ("context", "question", "answer")
 TEMPLATE_KEYS = {"id", "context", "question", "answer", "alternatives", "n", "options", "placeholders"}
@@ -79,7 +79,7 @@ class TestTemplate:
     regexes: tuple[str, ...] = ()  # accepted answers given as `re:<pattern>`
 
     def tests(self, n: int | None = None, seed: int = 0) -> Iterator[M2CTest]:
-        from builder.templates.answers import normalise
+        from builder.m2c.answers import normalise
 
         for fill in self.template.fills(self.n if n is None else n, seed, variants=("answer",)):
             texts = fill.texts

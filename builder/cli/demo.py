@@ -8,20 +8,38 @@ Without `auto_review` it stops at the first review and says how to continue.
 
 from __future__ import annotations
 
+import json
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from rich.console import Console
 
+from annotation.autoreview import accept_open_tasks
+from annotation.review import pull, push, stage_tasks
+from annotation.server import serve, stop
 from builder import languages as languages_mod
-from builder.generate import generate
+from builder.generate import english_sentence, generate
 from builder.llm.config import LLMSettings
+from builder.llm.recording import export_recording
+from builder.llm.standin import Lexicon, StandinServer
+from builder.m2c.fills import needs, propose_forms
+from builder.m2c.render import render_tests
 from builder.paths import sample_dir
+from builder.releases.publish import PublishRequest, default_target, publish
+from builder.releases.store import ReleaseStore
 from builder.runner import run_stage
 from builder.seeds import import_seeds
 from builder.selection import Scope
 from builder.translate import translate
-from builder.workspace.store import Workspace, init_workspace
+from builder.workspace.store import Workspace, init_workspace, open_workspace
+from evaluate.data import load_release_m2c, load_release_pairs
+from evaluate.gates import check, load_rules, verdict
+from evaluate.methods import resolve
+from evaluate.models import load_model
+from evaluate.report import build_report
+from evaluate.run import run_evaluation
+from evaluate.toy import judgement_corpus, train_toy
 
 DEMO_TARGETS = ("ar", "ja", "ru", "vi")  # four typologies and scripts: Arabic, Japanese, Cyrillic, Latin
 DEMO_M2C = ("en", "de", "ru", "zh")  # languages with shipped M2C templates among the demo's
@@ -66,8 +84,6 @@ def run_demo(directory: Path, console: Console, settings: LLMSettings | None = N
 
 def _run(ws: Workspace, console: Console, settings: LLMSettings, auto_review: bool, model: str | None,
          evaluate: bool) -> DemoResult:
-    from annotation.server import serve
-
     where = ws.directory.resolve()
     console.print(f" 1/10 workspace: {where}")
     s = import_seeds(ws, sample_dir() / "seeds")
@@ -119,9 +135,6 @@ def _run(ws: Workspace, console: Console, settings: LLMSettings, auto_review: bo
 
 def _review(ws: Workspace, conn, console: Console, stage: str, langs: tuple[str, ...], auto_review: bool) -> bool:
     """Push, let the scripted curator decide (with `auto_review`), pull; False while tasks wait for curators."""
-    from annotation.autoreview import accept_open_tasks
-    from annotation.review import pull, push, stage_tasks
-
     for lang in langs:
         s = push(ws, conn, lang, stage=stage)
         if s.created or s.updated:
@@ -143,9 +156,6 @@ def _review(ws: Workspace, conn, console: Console, stage: str, langs: tuple[str,
 
 
 def _m2c(ws: Workspace, conn, console: Console, settings: LLMSettings, auto_review: bool) -> bool:
-    from builder.inflect import needs, propose_forms
-    from builder.render_tests import render_tests
-
     templates = sample_dir() / "demo" / "templates"
     todo = needs(ws, "de", templates)
     if todo:
@@ -165,9 +175,6 @@ def _m2c(ws: Workspace, conn, console: Console, settings: LLMSettings, auto_revi
 
 
 def _publish(ws: Workspace, console: Console) -> Path:
-    from builder.releases.publish import PublishRequest, default_target, publish
-    from builder.releases.store import ReleaseStore
-
     target = default_target(ws)
     if target.exists() and DEMO_VERSION in ReleaseStore(target).versions():
         console.print(f" 8/10 release {DEMO_VERSION} exists at {target}; releases are immutable, re-using it")
@@ -179,12 +186,6 @@ def _publish(ws: Workspace, console: Console) -> Path:
 
 def _evaluate(ws: Workspace, console: Console, release: Path, model: str | None, settings: LLMSettings,
               result: DemoResult) -> None:
-    from evaluate.data import load_release_m2c, load_release_pairs
-    from evaluate.methods import resolve
-    from evaluate.models import load_model
-    from evaluate.run import run_evaluation
-    from evaluate.toy import judgement_corpus, train_toy
-
     pairs, info = load_release_pairs(release, DEMO_VERSION)
     m2c, _ = load_release_m2c(release, DEMO_VERSION)
     names = DEMO_METHODS
@@ -212,16 +213,10 @@ def _evaluate(ws: Workspace, console: Console, release: Path, model: str | None,
 
 def self_translation(pairs, info, settings: LLMSettings, out: Path):
     """The LLM's self-translation consistency on the release (replayed from the recording when no endpoint is set)."""
-    from evaluate.methods import resolve
-    from evaluate.run import run_evaluation
-
     return run_evaluation(pairs, info, None, resolve(list(LLM_METHODS)), out, endpoint=settings)
 
 
 def _gates_and_report(console: Console, results, out: Path) -> tuple[Path, bool]:
-    from evaluate.gates import check, load_rules, verdict
-    from evaluate.report import build_report
-
     checks = check(results, load_rules())
     failed = [c for c in checks if not c.passed]
     console.print(f"10/10 gates for {results.config.model.name}: {len(checks) - len(failed)} passed, {len(failed)} failed")
@@ -238,14 +233,6 @@ def record_demo(out_path: Path, console: Console) -> int:
     """Re-record the demo's replies: run the demo against the stand-in server answering from the
     sample's answer files, and the LLM's self-translation of its release, then export both caches
     as the bundled recording (a maintainer's tool)."""
-    import tempfile
-
-    from annotation.server import stop
-    from builder.llm.recording import export_recording
-    from builder.llm.standin import StandinServer
-    from builder.workspace.store import open_workspace
-    from evaluate.data import load_release_pairs
-
     with tempfile.TemporaryDirectory() as tmp, StandinServer(demo_lexicon(), model=RECORDING_MODEL) as server:
         settings = LLMSettings(base_url=server.base_url, api_key="recording", mode="api")
         try:
@@ -265,11 +252,6 @@ def record_demo(out_path: Path, console: Console) -> int:
 def demo_lexicon():
     """The stand-in's knowledge of the sample: the answer files, plus, for self-translation, each English
     sentence's translation (the sample's sentence in that language) and which sentences are true."""
-    import json
-
-    from builder.generate import english_sentence
-    from builder.llm.standin import Lexicon
-
     lex = Lexicon.from_answers(sample_dir() / "demo" / "answers")
     langs = sorted({lang for lang, _, _ in lex.sentences})
     for line in (sample_dir() / "seeds" / "comps.jsonl").read_text(encoding="utf-8").splitlines():
@@ -283,3 +265,4 @@ def demo_lexicon():
             if role == "acceptable":
                 lex.facts.update([english, *(rec["sentence"] for rec in known if rec)])
     return lex
+

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from builder.llm.client import LLMClient, LLMError, Request
-from evaluate.consistency_method import SAMPLED, SWAPPED, assemble, decisions
+from evaluate.consistency import SAMPLED, SWAPPED, assemble, decisions
 from evaluate.methods import EvalOptions, resolve
 from evaluate.models import load_model, random_control
 from evaluate.report import build_report
@@ -17,7 +17,7 @@ from evaluate.run import run_evaluation
 from evaluate.selftranslate import acceptable_first, clean_translation
 
 from conftest import settings_for
-from eval2_fixtures import learnt_tests, m2c_release, subset, taught_toy_dir  # noqa: F401
+from generative_fixtures import learnt_tests, m2c_release, subset, taught_toy_dir  # noqa: F401
 
 NAN = float("nan")
 

@@ -12,7 +12,7 @@ import unicodedata
 from dataclasses import dataclass
 from typing import Callable
 
-from builder.templates.language import MISSING, Language
+from builder.m2c.language import MISSING, Language
 
 
 class FunctionError(ValueError):

@@ -8,7 +8,7 @@ from typer.testing import CliRunner
 
 from builder.cli import app
 
-from eval2_fixtures import VERSION, m2c_release  # noqa: F401
+from generative_fixtures import VERSION, m2c_release  # noqa: F401
 
 runner = CliRunner()
 

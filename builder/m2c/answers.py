@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from builder.templates.language import Language, load_language
+from builder.m2c.language import Language, load_language
 
 How = Literal["exact", "normalised", "alternative", "numeral", "regex", "morphological", "miss"]
 

@@ -30,7 +30,7 @@ TOY_STEPS = 400
 
 @pytest.fixture(scope="session")
 def m2c_release(tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("eval2-release")
+    root = tmp_path_factory.mktemp("m2c-release")
     return build_sample_release(root, VERSION, m2c_langs=tuple(LANGS), m2c_n=3)
 
 

@@ -13,8 +13,8 @@ from pathlib import Path
 
 from sqlalchemy import select
 
-from builder.lexicon import NoLexemes, Resolution, resolver
-from builder.templates.files import load_file, template_files
+from builder.m2c.lexicon import NoLexemes, Resolution, resolver
+from builder.m2c.template_files import load_file, template_files
 from builder.workspace import schema as t
 from builder.workspace.store import Workspace, now
 

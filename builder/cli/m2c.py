@@ -1,4 +1,4 @@
-"""The M2C commands: `builder lexicon ...` and `builder templates ...` (a thin layer over functions)."""
+"""`builder lexicon …` and `builder templates …`: M2C inflection tables and templates."""
 
 from __future__ import annotations
 
@@ -6,28 +6,39 @@ from pathlib import Path
 from typing import Optional
 
 import typer
+from rich.table import Table
+
+from builder.cli.common import (
+    DryRunOpt,
+    OfflineOpt,
+    TemplatesOpt,
+    WorkspaceOpt,
+    err,
+    fail,
+    llm_settings,
+    open_ws,
+    out,
+    report_stage,
+)
+from builder.languages import registry
+from builder.m2c.errors import TemplateError
+from builder.m2c.fills import needs, propose_forms, stand_in_resolver
+from builder.m2c.language import available
+from builder.m2c.lexicon import LexiconImportError, import_unimorph, list_forms, verify_fills
+from builder.m2c.render import render_tests
+from builder.m2c.template_files import load_file, template_files
+from builder.runner import run_stage
 
 lexicon_app = typer.Typer(help="M2C inflection tables: import UniMorph, verify proposed forms, show.", no_args_is_help=True)
 templates_app = typer.Typer(help="M2C templates: check, fill missing forms with the LLM, render tests.", no_args_is_help=True)
 
-WorkspaceOpt = typer.Option(None, "--workspace", "-w", envvar="BUILDER_WORKSPACE", help="Workspace folder [default: ./workspace]")
-TemplatesOpt = typer.Option(None, "--templates", help="Template folder with <lang>/<capability>.yaml [default: the shipped ones]")
-
-
-def _base():
-    from builder import cli  # the shared console, workspace and error helpers (imported late: cli imports us)
-
-    return cli
-
 
 def _m2c_langs(spec: str) -> list[str]:
-    from builder.templates.language import available
-
     have = available()
     codes = have if spec == "all" else [c.strip() for c in spec.split(",") if c.strip()]
     unknown = [c for c in codes if c not in have]
     if unknown:
-        _base()._fail(ValueError(f"no M2C language data for {', '.join(unknown)} (have: {', '.join(have)})"))
+        fail(f"no M2C language data for {', '.join(unknown)} (have: {', '.join(have)})")
     return codes
 
 
@@ -39,16 +50,13 @@ def import_unimorph_cmd(
     workspace: Optional[Path] = WorkspaceOpt,
 ) -> None:
     """Import a UniMorph inflection table; a bad line fails the whole file (file:line:field), nothing written."""
-    from builder.lexicon import LexiconImportError, import_unimorph
-
-    cli = _base()
-    ws = cli._ws(workspace)
+    ws = open_ws(workspace)
     try:
         s = import_unimorph(ws, path, _m2c_langs(lang)[0], verified=not needs_review)
     except LexiconImportError as exc:
-        cli._fail(exc)
-    cli.out.print(f"{path}: {s.lines} line(s), {s.new} new form(s), {s.existing} already there, "
-                  f"{s.variants} variant(s) of a bundle already given (kept the first)")
+        fail(exc)
+    out.print(f"{path}: {s.lines} line(s), {s.new} new form(s), {s.existing} already there, "
+              f"{s.variants} variant(s) of a bundle already given (kept the first)")
 
 
 @lexicon_app.command("verify")
@@ -62,22 +70,19 @@ def verify_cmd(
     workspace: Optional[Path] = WorkspaceOpt,
 ) -> None:
     """Verify (or correct, or reject) a lemma's proposed forms outside Label Studio."""
-    from builder.lexicon import verify_fills
-
-    cli = _base()
-    ws = cli._ws(workspace)
+    ws = open_ws(workspace)
     fixes = {}
     for f in form or []:
         bundle, eq, value = f.partition("=")
         if not eq:
-            cli._fail(ValueError(f"--form {f!r}: write BUNDLE=FORM"))
+            fail(f"--form {f!r}: write BUNDLE=FORM")
         fixes[bundle] = value
     decision = "reject" if reject else "fix" if fixes else "accept"
     try:
         s = verify_fills(ws, _m2c_langs(lang)[0], lemma, reviewer=reviewer, decision=decision, forms=fixes, comment=comment)
-    except Exception as exc:  # noqa: BLE001
-        cli._fail(exc)
-    cli.out.print(f"{lemma}: verified {s.verified}, corrected {s.corrected}, rejected {s.rejected}, already verified {s.already}")
+    except Exception as exc:  # noqa: BLE001 - unknown bundles and bad decisions alike
+        fail(exc)
+    out.print(f"{lemma}: verified {s.verified}, corrected {s.corrected}, rejected {s.rejected}, already verified {s.already}")
 
 
 @lexicon_app.command("show")
@@ -88,75 +93,53 @@ def show_cmd(
     workspace: Optional[Path] = WorkspaceOpt,
 ) -> None:
     """The lexicon's forms."""
-    from rich.table import Table
-    from sqlalchemy import select
-
-    from builder.workspace import schema as t
-
-    cli = _base()
-    ws = cli._ws(workspace)
-    stmt = select(t.lexicon_forms).where(t.lexicon_forms.c.lang == lang)
-    if lemma:
-        stmt = stmt.where(t.lexicon_forms.c.lemma == lemma)
-    if status:
-        stmt = stmt.where(t.lexicon_forms.c.status == status)
     table = Table()
     for col in ("lemma", "pos", "features", "form", "status", "source", "reviewer"):
         table.add_column(col)
-    for r in ws.rows(stmt.order_by(t.lexicon_forms.c.lemma, t.lexicon_forms.c.features)):
+    for r in list_forms(open_ws(workspace), lang, lemma=lemma, status=status):
         table.add_row(r["lemma"], r["pos"], r["features"], r["form"], r["status"], r["source"], r["reviewer"] or "")
-    cli.out.print(table)
+    out.print(table)
 
 
 @templates_app.command("check")
 def check_cmd(lang: str = typer.Option("all", "--lang", "-l"), templates: Optional[Path] = TemplatesOpt) -> None:
     """Compile every template and print how many fills each has (lexicon placeholders are counted as
     if every lemma had its forms)."""
-    from builder.inflect import stand_in_resolver
-    from builder.templates.errors import TemplateError
-    from builder.templates.files import load_file, template_files
-
-    cli = _base()
     for code in _m2c_langs(lang):
         for path in template_files(code, templates):
             try:
                 for tt in load_file(path, resolve=stand_in_resolver, lang=code):
-                    cli.out.print(f"{tt.template_id}: {len(tt.template)} fills, renders {min(tt.n, len(tt.template))}")
+                    out.print(f"{tt.template_id}: {len(tt.template)} fills, renders {min(tt.n, len(tt.template))}")
             except TemplateError as exc:
-                cli._fail(exc)
+                fail(exc)
 
 
 @templates_app.command("fill")
 def fill_cmd(
     lang: str = typer.Option(..., "--lang", "-l"),
     templates: Optional[Path] = TemplatesOpt,
-    offline: bool = typer.Option(False, "--offline", help="Serve replies from the cache only; fail on a miss"),
-    dry_run: bool = typer.Option(False, "--dry-run", help="Print requests, estimated tokens and cost; send nothing"),
+    offline: bool = OfflineOpt,
+    dry_run: bool = DryRunOpt,
     workspace: Optional[Path] = WorkspaceOpt,
 ) -> None:
     """The LLM proposes the forms the templates need and the lexicon lacks; curators then verify them."""
-    from builder.inflect import needs, propose_forms
-    from builder.languages import registry
-    from builder.runner import run_stage
-
-    cli = _base()
-    ws = cli._ws(workspace)
+    ws = open_ws(workspace)
+    settings = llm_settings(offline, dry_run, False, None)
     for code in _m2c_langs(lang):
         try:
             todo = needs(ws, code, templates)
-        except Exception as exc:  # noqa: BLE001
-            cli._fail(exc)
+        except Exception as exc:  # noqa: BLE001 - template and language-data errors alike
+            fail(exc)
         if not todo:
-            cli.out.print(f"{code}: every lexicon form the templates need is in the lexicon")
+            out.print(f"{code}: every lexicon form the templates need is in the lexicon")
             continue
         record = registry(ws)[code]
         try:
-            run = run_stage(ws, cli._settings(offline, dry_run, False, None), "fill",
-                            lambda c, p, todo=todo, record=record: propose_forms(ws, c, record, todo))
-        except Exception as exc:  # noqa: BLE001
-            cli._fail(exc)
-        cli._report(run, f"{code}: proposed {run.result.proposed} form(s) for {run.result.lemmas} lemma(s)"
-                    + (f"; flagged {', '.join(run.result.flagged)}" if run.result.flagged else ""))
+            run = run_stage(ws, settings, "fill", lambda c, p, todo=todo, record=record: propose_forms(ws, c, record, todo), err)
+        except Exception as exc:  # noqa: BLE001 - endpoint and cache errors alike
+            fail(exc)
+        report_stage(run, f"{code}: proposed {run.result.proposed} form(s) for {run.result.lemmas} lemma(s)"
+                     + (f"; flagged {', '.join(run.result.flagged)}" if run.result.flagged else ""))
 
 
 @templates_app.command("render")
@@ -169,20 +152,16 @@ def render_cmd(
     workspace: Optional[Path] = WorkspaceOpt,
 ) -> None:
     """Render the templates into the workspace's m2c_tests (verified lexicon forms only, by default)."""
-    from builder.render_tests import render_tests
-    from builder.templates.errors import TemplateError
-
-    cli = _base()
-    ws = cli._ws(workspace)
+    ws = open_ws(workspace)
     for code in _m2c_langs(lang):
         try:
             s = render_tests(ws, code, root=templates, seed=seed, n=n, include_unverified=include_unverified)
         except TemplateError as exc:
-            cli._fail(exc)
-        cli.out.print(f"{code}: {s.templates} template(s), {s.tests} test(s) ({s.new} new, {s.removed} removed, "
-                      f"{s.unverified} unverified)")
+            fail(exc)
+        out.print(f"{code}: {s.templates} template(s), {s.tests} test(s) ({s.new} new, {s.removed} removed, "
+                  f"{s.unverified} unverified)")
         for path, why in s.waiting_files.items():
-            cli.err.print(f"[yellow]{path}: waiting for verified forms: {why}[/yellow]")
+            err.print(f"[yellow]{path}: waiting for verified forms: {why}[/yellow]")
         if s.waiting_lemmas:
-            cli.err.print(f"[yellow]{code}: lemmas left out for want of verified forms: "
-                          + "; ".join(f"{k} ({', '.join(v)})" for k, v in sorted(s.waiting_lemmas.items())) + "[/yellow]")
+            err.print(f"[yellow]{code}: lemmas left out for want of verified forms: "
+                      + "; ".join(f"{k} ({', '.join(v)})" for k, v in sorted(s.waiting_lemmas.items())) + "[/yellow]")

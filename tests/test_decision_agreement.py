@@ -2,7 +2,7 @@
 
 import pytest
 
-from evaluate.consistency import agreement, breakdown, consistency, label_distribution
+from evaluate.decision_agreement import agreement, breakdown, consistency, label_distribution
 
 GOLD = {"x1": "A", "x2": "A", "x3": "B", "x4": "B", "x5": "A"}
 EN = {"x1": "A", "x2": "B", "x3": "B", "x4": None, "x5": "A"}  # x2 wrong, x4 unreadable

@@ -14,17 +14,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pydantic import BaseModel, Field, field_validator
-from sqlalchemy import select
 
-from builder.lexicon import canonical, forms_of
+from builder.m2c.lexicon import canonical, forms_of, store_proposed_forms
 from builder.llm.client import LLMClient, Request, validate_items
 from builder.prompts import load
 from builder.records import Language as LanguageRecord
-from builder.templates.engine import Lexeme
-from builder.templates.files import LexiconRef, load_file, template_files
-from builder.templates.language import LanguageDataError, load_language
-from builder.workspace import schema as t
-from builder.workspace.store import Workspace, now
+from builder.m2c.engine import Lexeme
+from builder.m2c.template_files import LexiconRef, load_file, template_files
+from builder.m2c.language import LanguageDataError, load_language
+from builder.workspace.store import Workspace
 
 
 class ProposedForm(BaseModel):
@@ -136,7 +134,7 @@ async def propose_forms(ws: Workspace, client: LLMClient, lang: LanguageRecord, 
                 if problem:
                     errors[item_id] = problem
                     continue
-                summary.proposed += _store(ws, need, forms, reply.call_id)
+                summary.proposed += store_proposed_forms(ws, need.lang, need.lemma, forms, reply.call_id)
                 wanted.pop(item_id)
             if not wanted:
                 break
@@ -160,22 +158,3 @@ def _check(language, need: Need, item: InflectionItem) -> tuple[dict[str, str], 
         return {}, f"no form for {', '.join(missing)}"
     return {b: forms[b] for b in need.bundles}, None
 
-
-def _store(ws: Workspace, need: Need, forms: dict[str, str], call_id: str) -> int:
-    ts = now()
-    stored = 0
-    with ws.transaction() as conn:
-        existing = {r.features: r for r in conn.execute(select(t.lexicon_forms).where(
-            t.lexicon_forms.c.lang == need.lang, t.lexicon_forms.c.lemma == need.lemma, t.lexicon_forms.c.pos == ""))}
-        for bundle, form in forms.items():
-            values = dict(form=form, status="proposed", source="llm", llm_call_id=call_id, proposed_form=None,
-                          reviewer=None, comment="", verified_at=None, created_at=ts)
-            old = existing.get(bundle)
-            if old is None:
-                conn.execute(t.lexicon_forms.insert().values(lang=need.lang, lemma=need.lemma, pos="", features=bundle, **values))
-            elif old.status == "rejected":
-                conn.execute(t.lexicon_forms.update().where(t.lexicon_forms.c.id == old.id).values(**values))
-            else:
-                continue  # stored meanwhile (a resumed run): never twice
-            stored += 1
-    return stored

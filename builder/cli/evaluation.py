@@ -1,23 +1,23 @@
-"""`builder eval`: evaluate a model on a released version, write the report, apply the release gates."""
+"""`builder eval …`: evaluate a model on a released version, write the report, apply the release gates.
+
+`evaluate` (torch, transformers, matplotlib: seconds to import) is loaded by these commands when they
+run, so that the rest of the command line starts at once.
+"""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Optional
 
 import typer
 from rich import progress as bars
-from rich.console import Console
 from rich.table import Table
 
+from builder.cli.common import codes, err, fail, out
+from builder.llm.config import LLMSettings
+
 eval_app = typer.Typer(help="Evaluate models on a released version: run, report, gate.", no_args_is_help=True)
-out = Console(soft_wrap=True)
-err = Console(stderr=True, soft_wrap=True)
-
-
-def _fail(exc: Exception) -> None:
-    err.print(f"[red]error:[/red] {exc}", highlight=False)
-    raise typer.Exit(1)
 
 
 @eval_app.command("run")
@@ -41,9 +41,6 @@ def run(
     report: bool = typer.Option(True, "--report/--no-report", help="Write the report after the run"),
 ) -> None:
     """Run methods on a released version; writes results.parquet, summary.json and the report to --out."""
-    import os
-
-    from builder.llm.config import LLMSettings
     from evaluate.data import load_release_m2c, load_release_pairs
     from evaluate.methods import EvalOptions, resolve
     from evaluate.models import load_model
@@ -52,7 +49,7 @@ def run(
     try:
         chosen = resolve(methods)
         options = EvalOptions(bos_policy=bos, probe_pooling=probe_pooling, probe_groups=probe_groups, probe_jobs=probe_jobs)
-        wanted = [x.strip() for x in langs.split(",")] if langs else None
+        wanted = codes(langs)
         pairs, info = load_release_pairs(release, version, wanted)
         m2c = None
         if any(m.name == "m2c" for m in chosen):
@@ -66,7 +63,7 @@ def run(
             loaded, settings = load_model(model, device=device, dtype=dtype, batch_size=batch_size, revision=revision), None
             where = f"{loaded.info.device} ({loaded.info.dtype}, batch {loaded.info.batch_size})"
     except Exception as exc:  # noqa: BLE001 - every bad input ends as one clear line
-        _fail(exc)
+        fail(exc)
     err.print(f"{len(pairs)} pairs{f' and {len(m2c)} M2C tests' if m2c is not None else ''} in {', '.join(info.configs)} "
               f"from {info.source} {info.version}; model {model} on {where}", highlight=False)
     with bars.Progress(bars.TextColumn("[bold]{task.description}"), bars.BarColumn(), bars.MofNCompleteColumn(),
@@ -81,7 +78,7 @@ def run(
         try:
             results = run_evaluation(pairs, info, loaded, chosen, out_dir, options, progress, m2c=m2c, endpoint=settings)
         except Exception as exc:  # noqa: BLE001
-            _fail(exc)
+            fail(exc)
     _print_headline(results)
     if report:
         _report(out_dir)
@@ -117,7 +114,7 @@ def report_cmd(directory: Path = typer.Argument(..., help="The --out folder of `
     try:
         _report(directory)
     except Exception as exc:  # noqa: BLE001
-        _fail(exc)
+        fail(exc)
 
 
 @eval_app.command("gate")
@@ -134,7 +131,7 @@ def gate_cmd(
         rules = load_rules(gates)
         checks = check(read_results(directory), rules, read_results(previous) if previous else None)
     except Exception as exc:  # noqa: BLE001
-        _fail(exc)
+        fail(exc)
     table = Table(title=f"release gates for {directory}")
     for col in ("method", "variant", "lang", "negative type", "value", "bounds", "previous", "regression", "max drop", "status"):
         table.add_column(col, justify="right" if col in ("value", "previous", "regression", "max drop") else "left")

@@ -1,0 +1,90 @@
+"""What every command group shares: the consoles, the one way a command fails, and the common options."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import NoReturn, Optional
+
+import typer
+from rich.console import Console
+
+from builder import languages as languages_mod
+from builder.llm.config import LLMSettings
+from builder.records import Language
+from builder.runner import StageRun, run_stage
+from builder.selection import Scope
+from builder.workspace.store import Workspace, default_dir, open_workspace
+
+out = Console(soft_wrap=True)
+err = Console(stderr=True, soft_wrap=True)
+
+WorkspaceOpt = typer.Option(None, "--workspace", "-w", envvar="BUILDER_WORKSPACE", help="Workspace folder [default: ./workspace]")
+LangOpt = typer.Option(..., "--lang", "-l", help="Language codes, comma-separated, or 'all'")
+PropsOpt = typer.Option(None, "--properties", help="Only pairs of these properties: a file (one per line) or a comma list")
+OfflineOpt = typer.Option(False, "--offline", help="Serve replies from the cache only; fail on a miss")
+DryRunOpt = typer.Option(False, "--dry-run", help="Print requests, estimated tokens and cost; send nothing")
+BatchOpt = typer.Option(False, "--batch", help="Use the Batch API; a later run collects the results")
+ConcOpt = typer.Option(None, "--concurrency", help="Concurrent requests [default: 16]")
+TemplatesOpt = typer.Option(None, "--templates", help="Template folder with <lang>/<capability>.yaml [default: the shipped ones]")
+JsonOpt = typer.Option(False, "--json", help="Machine-readable output")
+
+
+def fail(exc: Exception | str) -> NoReturn:
+    """One red line on stderr and exit 1; the message is printed as text, never as markup."""
+    err.print("[red]error:[/red] ", end="", highlight=False)
+    err.print(str(exc), highlight=False, markup=False)
+    raise typer.Exit(1)
+
+
+def workspace_dir(workspace: Optional[Path]) -> Path:
+    return Path(workspace or default_dir())
+
+
+def open_ws(workspace: Optional[Path]) -> Workspace:
+    try:
+        return open_workspace(workspace_dir(workspace))
+    except Exception as exc:  # noqa: BLE001 - a missing or foreign workspace is one clear line
+        fail(exc)
+
+
+def langs(ws: Workspace, spec: str, exclude: tuple[str, ...] = ()) -> list[Language]:
+    reg = languages_mod.registry(ws)
+    try:
+        return [reg[c] for c in languages_mod.resolve(spec, reg, exclude=exclude)]
+    except languages_mod.UnknownLanguageError as exc:
+        fail(exc)
+
+
+def codes(spec: Optional[str]) -> list[str] | None:
+    """A comma list as given on the command line, or None when not given."""
+    return [c.strip() for c in spec.split(",") if c.strip()] if spec else None
+
+
+def llm_settings(offline: bool, dry_run: bool, batch: bool, concurrency: Optional[int]) -> LLMSettings:
+    settings = LLMSettings.from_env(offline=offline, dry_run=dry_run, batch=batch, concurrency=concurrency)
+    if settings.mode == "recording":
+        err.print("[yellow]no OPENAI_API_KEY or OPENAI_BASE_URL: replaying the bundled recording[/yellow]")
+    return settings
+
+
+def llm_stage(ws: Workspace, name: str, properties: Optional[str], settings: LLMSettings, work) -> StageRun:
+    """Run an LLM stage over the chosen scope (`work(client, progress, scope)`); any failure is one clear line."""
+    try:
+        scope = Scope.parse(ws, properties)
+        return run_stage(ws, settings, name, lambda c, p: work(c, p, scope), err)
+    except Exception as exc:  # noqa: BLE001 - endpoint, cache and scope errors alike end as one line
+        fail(exc)
+
+
+def report_stage(run: StageRun, what: str) -> None:
+    """What a stage did, and what it sent, retried, re-used and re-asked."""
+    s = run.stats
+    if run.plan is not None and run.plan.requests and not run.batch_id:
+        cost = f"${run.plan.cost_usd:.4f}" if run.plan.cost_known else "unknown (model not in the price table)"
+        out.print(f"dry run: {run.plan.requests} request(s), ~{run.plan.tokens_in} tokens in, "
+                  f"~{run.plan.tokens_out} tokens out, estimated cost {cost}")
+    if run.batch_id:
+        out.print(f"submitted batch {run.batch_id} ({run.plan.requests} requests); run the same command again to collect")
+    for bid, st in run.collected.items():
+        out.print(f"batch {bid}: {st}")
+    out.print(f"{what}; requests sent {s.sent}, retries {s.retries}, cache hits {s.cache_hits}, re-asks {s.reasks}")

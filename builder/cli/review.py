@@ -1,0 +1,162 @@
+"""`builder review …`: Label Studio for curators, and their decisions back into the workspace.
+
+The `annotation` package (and with it Label Studio's SDK, a second or two to import) is loaded by each
+command that talks to the server, so that the other commands start at once.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.table import Table
+
+from builder.cli.common import (
+    JsonOpt,
+    LangOpt,
+    OfflineOpt,
+    WorkspaceOpt,
+    fail,
+    langs,
+    llm_settings,
+    llm_stage,
+    open_ws,
+    out,
+    err,
+    workspace_dir,
+)
+
+review_app = typer.Typer(help="Expert review in Label Studio: serve, push, pull, re-propose, status.", no_args_is_help=True)
+
+
+@review_app.command("serve")
+def review_serve(
+    host: str = typer.Option("127.0.0.1", help="Bind address"),
+    port: Optional[int] = typer.Option(None, help="Port [default: a free one]"),
+    allow_remote: bool = typer.Option(False, "--allow-remote", help="Allow binding to a non-loopback address"),
+    show_token: bool = typer.Option(False, "--show-token", help="Print the API token"),
+    workspace: Optional[Path] = WorkspaceOpt,
+) -> None:
+    """Start Label Studio for this workspace (installing it into its own environment when missing)."""
+    from annotation.server import serve
+
+    ws = open_ws(workspace)
+    try:
+        conn = serve(ws.directory, host=host, port=port, allow_remote=allow_remote, log=err.print)
+    except Exception as exc:  # noqa: BLE001 - install, port and start-up failures alike
+        fail(exc)
+    out.print(f"Label Studio is up at {conn.url} (user admin@builder.local; password and token in "
+              f"{ws.directory / 'label-studio'}, mode 0600)")
+    if show_token:
+        out.print(conn.token)
+
+
+@review_app.command("stop")
+def review_stop(workspace: Optional[Path] = WorkspaceOpt) -> None:
+    """Stop this workspace's Label Studio."""
+    from annotation.server import stop
+
+    out.print("stopped" if stop(workspace_dir(workspace)) else "no server was running")
+
+
+@review_app.command("push")
+def review_push(
+    stage: str = typer.Option("translation", help="translation | adjudication | sentences | inflections"),
+    lang: str = LangOpt,
+    limit: Optional[int] = typer.Option(None, help="At most this many tasks per language"),
+    overlap: int = typer.Option(1, min=1, help="Curators per task for the overlapping share"),
+    overlap_share: float = typer.Option(0.0, min=0.0, max=1.0, help="Share of tasks that go to --overlap curators"),
+    workspace: Optional[Path] = WorkspaceOpt,
+) -> None:
+    """Push proposals for review; repeated pushes skip unchanged tasks and update changed ones in place.
+
+    `--stage adjudication` pushes the items whose curators disagree to an adjudication project."""
+    from annotation.review import push
+    from annotation.server import connect
+
+    ws = open_ws(workspace)
+    for lg in langs(ws, lang):
+        try:
+            s = push(ws, connect(ws.directory), lg.code, stage=stage, limit=limit, overlap=overlap,
+                     overlap_share=overlap_share)
+        except Exception as exc:  # noqa: BLE001 - server and stage errors alike
+            fail(exc)
+        out.print(f"{stage} {lg.code}: created {s.created}, updated {s.updated}, unchanged {s.unchanged}")
+
+
+@review_app.command("pull")
+def review_pull(workspace: Optional[Path] = WorkspaceOpt) -> None:
+    """Pull every annotation back into the workspace; accepted and corrected words become verified."""
+    from annotation.review import pull
+    from annotation.server import connect
+
+    ws = open_ws(workspace)
+    try:
+        s = pull(ws, connect(ws.directory))
+    except Exception as exc:  # noqa: BLE001 - server errors end as one line
+        fail(exc)
+    out.print(f"annotations: {s.new} new, {s.updated} updated, {s.unchanged} unchanged; "
+              f"decisions {s.by_decision}; newly verified {s.verified}")
+    if s.forms:
+        out.print("inflection forms: " + ", ".join(f"{k} {v}" for k, v in sorted(s.forms.items())))
+
+
+@review_app.command("repropose")
+def review_repropose(
+    lang: str = LangOpt,
+    stage: str = typer.Option("translation", help="translation (words back to translation) | sentences (pairs back to generation)"),
+    offline: bool = OfflineOpt,
+    workspace: Optional[Path] = WorkspaceOpt,
+) -> None:
+    """Send rejected and ambiguous items back to the LLM with the curator's comment."""
+    from annotation.review import rejected_items
+    from annotation.sentences import rejected_pairs
+    from builder.generate import regenerate
+    from builder.translate import repropose
+
+    if stage not in ("translation", "sentences"):
+        fail(f"--stage must be translation or sentences, not {stage!r}")
+    ws = open_ws(workspace)
+    settings = llm_settings(offline, False, False, None)
+    for lg in langs(ws, lang):
+        rejected = rejected_items(ws, lg.code) if stage == "translation" else rejected_pairs(ws, lg.code)
+        if not rejected:
+            out.print(f"{lg.code}: nothing rejected")
+            continue
+        if stage == "translation":
+            run = llm_stage(ws, "repropose", None, settings,
+                            lambda c, p, scope, lg=lg, rejected=rejected: repropose(ws, c, lg, rejected))
+            out.print(f"{lg.code}: {run.result} new revision(s); push again to review them")
+        else:
+            run = llm_stage(ws, "regenerate", None, settings,
+                            lambda c, p, scope, lg=lg, rejected=rejected: regenerate(ws, c, lg, rejected, progress=p))
+            out.print(f"{lg.code}: {run.result.generated[lg.code]} pair(s) written again, "
+                      f"{run.result.flagged[lg.code]} flagged; push --stage sentences to review them")
+
+
+@review_app.command("status")
+def review_status_cmd(workspace: Optional[Path] = WorkspaceOpt, as_json: bool = JsonOpt) -> None:
+    """Per stage and language: pending, accepted, corrected, rejected, ambiguous, reviewers."""
+    from annotation.review import review_status
+
+    rows = review_status(open_ws(workspace))
+    if as_json:
+        print(json.dumps(rows, ensure_ascii=False, indent=1))
+        return
+    table = Table()
+    for col in ("stage", "lang", "pending", "accept", "corrected", "fix", "reject", "ambiguous", "skipped", "disagree",
+                "alpha", "text exact", "chrF", "reviewers"):
+        table.add_column(col)
+
+    def num(v, fmt="{:.2f}"):
+        return "—" if v is None else fmt.format(v)
+
+    for r in rows:
+        agr = r.get("agreement") or {}
+        table.add_row(r["stage"], r["lang"], *(str(r.get(k, "—")) for k in ("pending", "accept", "corrected", "fix", "reject",
+                                                                           "ambiguous", "skipped")),
+                      str(r.get("disagreements", "")), num(agr.get("alpha")), num(agr.get("exact_match")),
+                      num(agr.get("chrf"), "{:.1f}"), ", ".join(r["reviewers"]))
+    out.print(table)

@@ -1,0 +1,25 @@
+"""`builder seeds import`: COMPS pairs, concept categories and expert seed translations."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from builder.cli.common import WorkspaceOpt, fail, open_ws, out
+from builder.seeds import SeedImportError, import_seeds
+
+seeds_app = typer.Typer(help="Seed data: COMPS pairs, concept categories, expert seed translations.", no_args_is_help=True)
+
+
+@seeds_app.command("import")
+def seeds_import(paths: list[Path], workspace: Optional[Path] = WorkspaceOpt) -> None:
+    """Import COMPS JSONL, concept categories and expert seed translations (files or folders)."""
+    ws = open_ws(workspace)
+    try:
+        s = import_seeds(ws, *paths)
+    except SeedImportError as exc:
+        fail(exc)
+    out.print(f"imported {s.files} file(s): {s.concepts} new concepts, {s.properties} new properties, "
+              f"{s.pairs} new pairs, {s.seed_translations} new seed translations")
