@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 
 from builder.cli import app
 from builder.m2c.fills import needs, propose_forms
-from builder.languages import registry
+from builder.languages import declare, registry
 from builder.m2c.lexicon import LexiconImportError, import_unimorph, verify_fills
 from builder.llm.client import LLMClient
 from builder.m2c.render import render_tests
@@ -74,6 +74,64 @@ def test_finnish_unimorph_local_cases_are_mapped(ws, tmp_path):
     path = _table(tmp_path, "talo\ttalossa\tN;IN+ESS;SG\ntalo\ttalolla\tN;AT+ESS;SG\n")
     import_unimorph(ws, path, "fi")
     assert set(_forms(ws)) == {("talo", "SG.INE"), ("talo", "SG.ADE")}
+
+
+# Lines in the shape of UniMorph's own Hebrew (heb) and Swahili (swc) tables.
+HEBREW = """\
+ארץ\tארץ\tN;SG;NDEF
+ארץ\tהארץ\tN;SG;DEF
+ארץ\tארצות\tN;PL;NDEF
+ארץ\tארצותיה\tN;PL;PSSD;PSS3S;FEM
+אמר\tאמרה\tV;3;SG;PST;FEM
+אמר\tלאמור\tV;NFIN
+"""
+SWAHILI = """\
+fika\tkufika\tV;FIN
+fika\tninafika\tV;DEF;FIN;IND;SG;1;PRS
+fika\tnilifika\tV;FIN;IND;SG;1;PST
+fika\tningefika\tV;FIN;COND;SG;1;PRS
+"""
+
+
+def test_hebrew_imports_from_unimorph_labels_alone_without_a_language_file(ws, tmp_path):
+    path = tmp_path / "heb"
+    path.write_text(HEBREW, encoding="utf-8")
+    s = import_unimorph(ws, path, "he")
+    assert (s.lines, s.new) == (6, 6)
+    forms = {(r["lemma"], r["pos"], r["features"]): r["form"] for r in ws.rows(select(t.lexicon_forms))}
+    # UniMorph's canonical order: definiteness before gender, number, person, possession, tense
+    assert forms[("ארץ", "N", "FEM.PL.PSSD.PSS3S")] == "ארצותיה"
+    assert forms[("אמר", "V", "FEM.SG.3.PST")] == "אמרה" and forms[("אמר", "V", "NFIN")] == "לאמור"
+    assert forms[("ארץ", "N", "DEF.SG")] == "הארץ"
+    r = CliRunner().invoke(app, ["lexicon", "import-unimorph", str(path), "--lang", "he", "-w", str(ws.directory)])
+    assert r.exit_code == 0 and "6 already there" in r.output
+
+
+def test_swahili_imports_labels_its_language_file_does_not_declare(ws, tmp_path):
+    declare(ws, code="sw", name="Swahili", typology="agglutinative", family="Niger-Congo (Bantu)", script="Latn")
+    path = tmp_path / "swc"
+    path.write_text(SWAHILI, encoding="utf-8")
+    assert import_unimorph(ws, path, "sw").new == 4
+    # the file's own dimensions (NUMBER, PERSON, TENSE) first, then UniMorph's for DEF, FIN, IND, COND
+    assert {r["features"]: r["form"] for r in ws.rows(select(t.lexicon_forms))} == {
+        "FIN": "kufika", "SG.1.PRS.DEF.FIN.IND": "ninafika", "SG.1.PST.FIN.IND": "nilifika",
+        "SG.1.PRS.FIN.COND": "ningefika"}
+
+
+def test_a_malformed_line_of_a_language_without_a_file_is_named(ws, tmp_path):
+    path = tmp_path / "heb"
+    path.write_text(HEBREW + "ארץ\tארצי\tN;SG;N;SGDEF;PSS1S\n", encoding="utf-8")  # as found in UniMorph's heb
+    with pytest.raises(LexiconImportError) as info:
+        import_unimorph(ws, path, "he")
+    assert f"{path}:7: field 3" in str(info.value) and "two parts of speech (N, N)" in str(info.value)
+    assert ws.count(t.lexicon_forms) == 0
+
+
+def test_an_undeclared_language_is_refused_with_the_way_to_declare_it(ws, tmp_path):
+    path = tmp_path / "xyz"
+    path.write_text("a\tb\tN;SG\n", encoding="utf-8")
+    with pytest.raises(LexiconImportError, match="unknown language 'qq'.*builder language add"):
+        import_unimorph(ws, path, "qq")
 
 
 @pytest.mark.parametrize("bad, where, message", [

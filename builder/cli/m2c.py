@@ -45,14 +45,14 @@ def _m2c_langs(spec: str) -> list[str]:
 @lexicon_app.command("import-unimorph")
 def import_unimorph_cmd(
     path: Path = typer.Argument(..., exists=True, dir_okay=False, help="UniMorph TSV: lemma<TAB>form<TAB>features"),
-    lang: str = typer.Option(..., "--lang", "-l", help="Language code"),
+    lang: str = typer.Option(..., "--lang", "-l", help="A declared language's code (no M2C language file needed)"),
     needs_review: bool = typer.Option(False, "--needs-review", help="Import as proposed forms for curators to verify"),
     workspace: Optional[Path] = WorkspaceOpt,
 ) -> None:
     """Import a UniMorph inflection table; a bad line fails the whole file (file:line:field), nothing written."""
     ws = open_ws(workspace)
     try:
-        s = import_unimorph(ws, path, _m2c_langs(lang)[0], verified=not needs_review)
+        s = import_unimorph(ws, path, lang, verified=not needs_review)
     except LexiconImportError as exc:
         fail(exc)
     out.print(f"{path}: {s.lines} line(s), {s.new} new form(s), {s.existing} already there, "

@@ -10,7 +10,7 @@ from __future__ import annotations
 import itertools
 import re
 import unicodedata
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable
@@ -270,6 +270,30 @@ def languages_dir() -> Path:
 
 def available() -> list[str]:
     return sorted(p.stem for p in languages_dir().glob("*.yaml"))
+
+
+@lru_cache(maxsize=None)
+def unimorph_schema() -> tuple[frozenset[str], tuple[Dimension, ...]]:
+    """UniMorph's parts of speech and its universal dimensions (data/m2c/unimorph.yaml)."""
+    raw = yaml.safe_load((data_dir() / "m2c" / "unimorph.yaml").read_text(encoding="utf-8"))
+    return frozenset(raw["part_of_speech"]), tuple(Dimension(n, tuple(map(str, f))) for n, f in raw["dimensions"].items())
+
+
+@lru_cache(maxsize=None)
+def unimorph_language(code: str, name: str) -> Language:
+    """What a UniMorph import reads a language's feature labels with.
+
+    UniMorph's labels are universal, so any language imports with them alone. A language file, where
+    there is one, comes first: its dimensions, maps and ignores; UniMorph's labels it does not declare
+    join its dimension of the same name, or their own dimension, after it.
+    """
+    base = load_language(code) if code in available() else Language(code, name, Dimensions([]))
+    taken = dict(base.dims.of_feature)
+    extra = {d.name: [f for f in d.features if f not in taken] for d in unimorph_schema()[1]}
+    dims = [Dimension(d.name, d.features + tuple(extra.pop(d.name, ())), d.sampleable, d.patterns, d.default)
+            for d in base.dims.by_name.values()]
+    dims += [Dimension(n, tuple(f)) for n, f in extra.items() if f]
+    return replace(base, dims=Dimensions(dims))
 
 
 @lru_cache(maxsize=None)

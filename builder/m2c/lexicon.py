@@ -16,16 +16,13 @@ from pathlib import Path
 
 from sqlalchemy import select
 
+from builder.languages import registry
 from builder.m2c.engine import Lexeme
 from builder.m2c.errors import LanguageDataError, TemplateError
 from builder.m2c.template_files import LexiconRef
-from builder.m2c.language import Language, load_language
+from builder.m2c.language import Language, available, load_language, unimorph_language, unimorph_schema
 from builder.workspace import schema as t
 from builder.workspace.store import Workspace, now
-
-# UniMorph's part-of-speech labels: kept apart from the morphological features.
-UNIMORPH_POS = frozenset({"N", "PROPN", "ADJ", "PRO", "CLF", "ART", "DET", "V", "V.PTCP", "V.MSDR", "V.CVB", "ADV",
-                          "ADP", "COMP", "CONJ", "NUM", "PART", "INTJ"})
 
 
 class NoLexemes(TemplateError):
@@ -52,17 +49,18 @@ class ImportSummary:
 
 def _unimorph_features(lang: Language, raw: str) -> tuple[str, str]:
     """(pos, canonical bundle) of a UniMorph feature string such as "N;ACC;PL"."""
+    parts_of_speech = unimorph_schema()[0]
     pos, labels = "", []
     for label in (x.strip() for x in raw.split(";") if x.strip()):
         label = lang.unimorph_map.get(label, label)
-        if label in UNIMORPH_POS and label not in lang.dims.of_feature:
+        if label in parts_of_speech and label not in lang.dims.of_feature:
             if pos:
                 raise LanguageDataError(f"two parts of speech ({pos}, {label})")
             pos = label
         elif label in lang.unimorph_ignore:
             continue
         elif label not in lang.dims.of_feature:
-            raise LanguageDataError(f"feature {label!r} is not a dimension of {lang.name} "
+            raise LanguageDataError(f"feature {label!r} is not a dimension of {lang.name} nor a UniMorph feature "
                                     f"(map it or ignore it under unimorph: in data/m2c/languages/{lang.code}.yaml)")
         else:
             labels.append(label)
@@ -71,9 +69,17 @@ def _unimorph_features(lang: Language, raw: str) -> tuple[str, str]:
 
 def import_unimorph(ws: Workspace, path: Path, lang_code: str, *, verified: bool = True,
                     reviewer: str = "UniMorph") -> ImportSummary:
-    """Import `lemma<TAB>form<TAB>features` lines; any bad line fails the whole file, naming file:line:field."""
+    """Import `lemma<TAB>form<TAB>features` lines for any declared language (or one with an M2C language
+    file); any bad line fails the whole file, naming file:line:field. Features are UniMorph's universal
+    labels, read through the language's M2C file when it has one (`unimorph_language`)."""
+    declared = registry(ws)
     try:
-        lang = load_language(lang_code)
+        if lang_code in declared:
+            lang = unimorph_language(lang_code, declared[lang_code].name)
+        elif lang_code in available():
+            lang = unimorph_language(lang_code, load_language(lang_code).name)
+        else:
+            raise LexiconImportError(f"{path}: unknown language {lang_code!r}; declare it first (`builder language add`)")
     except LanguageDataError as exc:
         raise LexiconImportError(str(exc)) from exc
     summary = ImportSummary()
