@@ -1,1 +1,2 @@
-"""Label Studio review: server lifecycle, labeling configs, push, pull, agreement (see issue 3)."""
+"""Label Studio review: server lifecycle, labeling configs, tasks, push, and pulls parsed into typed records
+for the review owner (`builder.reviews`), which records decisions and computes agreement."""

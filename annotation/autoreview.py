@@ -9,11 +9,9 @@ from __future__ import annotations
 import secrets
 from concurrent.futures import ThreadPoolExecutor
 
-from sqlalchemy import select
-
 from annotation.review import client
 from annotation.server import Connection
-from builder.workspace import schema as t
+from builder.reviews import review_project
 from builder.workspace.store import Workspace
 
 DECISION_TARGET = {"translation": "english", "adjudication": "english", "sentences": "acceptable", "inflections": "lemma"}
@@ -31,13 +29,12 @@ def reviewer_account(conn: Connection, name: str) -> int:
 
 def accept_open_tasks(ws: Workspace, conn: Connection, stage: str, lang: str, reviewer: str, workers: int = 4) -> int:
     """Annotate every task of (stage, lang) that has no annotation yet: decision accept, text = the draft."""
-    rows = ws.rows(select(t.review_projects).where(t.review_projects.c.stage == stage, t.review_projects.c.lang == lang,
-                                                   t.review_projects.c.url == conn.url))
-    if not rows:
+    project = review_project(ws, stage, lang, conn.url)
+    if project is None:
         return 0
     ls = client(conn)
     user_id = reviewer_account(conn, reviewer)
-    todo = [task for task in ls.tasks.list(project=rows[0]["project_id"], fields="all", page_size=1000)
+    todo = [task for task in ls.tasks.list(project=project.project_id, fields="all", page_size=1000)
             if not task.total_annotations and not task.cancelled_annotations]
     decision = {"from_name": "decision", "to_name": DECISION_TARGET[stage], "type": "choices",
                 "value": {"choices": ["accept"]}}

@@ -9,9 +9,7 @@ from __future__ import annotations
 from xml.sax.saxutils import quoteattr
 
 from builder.records import Language
-
-TRANSLATION_DECISIONS = ("accept", "corrected", "reject", "ambiguous")
-SENTENCE_DECISIONS = ("accept", "fix", "reject")
+from builder.reviews import SENTENCE_DECISIONS, TRANSLATION_DECISIONS
 
 
 def _dir(lang: Language) -> str:

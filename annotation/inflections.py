@@ -2,21 +2,21 @@
 
 One task per lemma with proposed forms, the draft prefilled as editable lines `BUNDLE<TAB>form`.
 Push and pull follow the translation review: projects and tasks are found again by our keys, a
-repeated push skips unchanged tasks and updates changed ones, a pull records every annotation with
-its reviewer and turns decisions into verified (or corrected, or rejected) lexicon forms.
+repeated push skips unchanged tasks and updates changed ones, a pull hands every annotation to the
+review owner (`builder.reviews`), which turns decisions into verified (or corrected, or rejected)
+lexicon forms.
 """
 
 from __future__ import annotations
 
 import re
 
-
 from sqlalchemy import select
 
-from annotation.tasks import annotation_counts, task_hash, textarea
-from annotation.textdiff import edit_distance
+from annotation.tasks import task_hash, textarea
 from builder.m2c.fills import Need
-from builder.m2c.lexicon import verify_fills
+from builder.m2c.lexicon import list_forms
+from builder.reviews import FormsEdit
 from builder.workspace import schema as t
 from builder.workspace.store import Workspace
 
@@ -25,8 +25,7 @@ _LINE = re.compile(r"^\s*(\S+)\s+(.+?)\s*$")
 
 
 def inflection_tasks(ws: Workspace, lang: str) -> list[dict]:
-    rows = ws.rows(select(t.lexicon_forms).where(t.lexicon_forms.c.lang == lang, t.lexicon_forms.c.status == "proposed")
-                   .order_by(t.lexicon_forms.c.lemma, t.lexicon_forms.c.features))
+    rows = list_forms(ws, lang, status="proposed")
     models = {r["id"]: r["model"] for r in ws.rows(select(t.llm_calls.c.id, t.llm_calls.c.model))}
     by_lemma: dict[str, list[dict]] = {}
     for r in rows:
@@ -56,34 +55,11 @@ def parse_forms(text: str) -> dict[str, str]:
     return out
 
 
-def annotation_fields(data: dict, fields: dict) -> dict:
-    """The `review_annotations` fields of an inflection annotation: the forms as the curator left them."""
-    final = fields.get("forms") or data["draft"]
-    return dict(item_id=data["item_id"], proposal_id=None, final_text=final, edit_distance=edit_distance(data["draft"], final))
-
-
-def apply(ws: Workspace, lang: str, decided: list[dict], counts: dict[str, int]) -> None:
-    """Turn new or changed decisions into verified, corrected or rejected forms; the latest per lemma wins.
-
-    `decided` holds `review_annotations` rows plus the task's `lemma`. Forms a curator wrote that
-    cannot be read are counted as `invalid` and not applied.
-    """
-    for row in sorted(decided, key=lambda r: r["updated_at"]):
-        try:
-            fixes = parse_forms(row["final_text"]) if row["decision"] == "fix" else None
-            s = verify_fills(ws, lang, row["lemma"], reviewer=row["reviewer"], decision=row["decision"], forms=fixes,
-                             comment=row["comment"])
-        except ValueError:
-            counts["invalid"] = counts.get("invalid", 0) + 1
-            continue
-        for key in ("verified", "corrected", "rejected"):
-            counts[key] = counts.get(key, 0) + getattr(s, key)
-
-
-def inflection_status(ws: Workspace, lang: str) -> dict:
-    """Lemmas waiting for review, the latest decision per lemma, and who reviewed."""
-    a = t.review_annotations
-    anns = ws.rows(select(a).where(a.c.lang == lang, a.c.stage == STAGE).order_by(a.c.updated_at))
-    latest = {r["item_id"]: r["decision"] for r in anns if r["decision"]}
-    counts = {d: sum(1 for v in latest.values() if v == d) for d in ("accept", "fix", "reject")}
-    return {"pending": len(inflection_tasks(ws, lang)), **counts, **annotation_counts(ws, STAGE, lang)}
+def edit(data: dict, fields: dict) -> FormsEdit:
+    """An inflection annotation's part: the lemma, the draft its task showed, the table the curator left."""
+    text = fields.get("forms") or None
+    try:
+        forms = parse_forms(text or data["draft"])
+    except ValueError:
+        forms = None
+    return FormsEdit(lemma=data["lemma"], draft=data["draft"], text=text, forms=forms)

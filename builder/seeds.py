@@ -22,14 +22,16 @@ from builder.records import (
     Pair,
     Property,
     SeedTranslation,
+    VerifiedWord,
     concept_id,
     group_id,
     normalise,
     pair_id,
     property_id,
 )
+from builder.reviews import record_seed_words
 from builder.workspace import schema as t
-from builder.workspace.store import Workspace, now
+from builder.workspace.store import Workspace
 
 COMPS_FIELDS = (
     "property",
@@ -320,28 +322,21 @@ def _check_conflicts(ws: Workspace, plan: ImportPlan) -> None:
 
 
 def _write(ws: Workspace, plan: ImportPlan, n_files: int) -> ImportSummary:
-    ts = now()
     with ws.transaction() as conn:
         n_c = ws.upsert_ignore(conn, t.concepts, list(plan.concepts.values()))
         for cid, (cat, _) in plan.categories.items():
             conn.execute(t.concepts.update().where(t.concepts.c.id == cid).values(category=cat))
         n_p = ws.upsert_ignore(conn, t.properties, list(plan.properties.values()))
         n_x = ws.upsert_ignore(conn, t.pairs, [{k: v for k, v in p.items() if k != "_where"} for p in plan.pairs.values()])
-        # English is its own verified source language.
-        english = [
-            {"item_id": c["id"], "lang": "en", "kind": "concept", "text": c["english"], "origin": "source",
-             "verified_at": ts}
-            for c in plan.concepts.values()
-        ] + [
-            {"item_id": p["id"], "lang": "en", "kind": "property", "text": p["english"], "origin": "source",
-             "verified_at": ts}
-            for p in plan.properties.values()
-        ]
-        ws.upsert_ignore(conn, t.verified_words, english)
+        # English is its own verified source language; expert seed translations are verified words in
+        # their language (stage 1 of XCOMPS). The review owner records both.
+        words = [VerifiedWord(item_id=c["id"], lang=langs_mod.SOURCE_LANGUAGE, kind="concept", text=c["english"],
+                              origin="source") for c in plan.concepts.values()]
+        words += [VerifiedWord(item_id=p["id"], lang=langs_mod.SOURCE_LANGUAGE, kind="property", text=p["english"],
+                               origin="source") for p in plan.properties.values()]
         n_s = 0
         for seed in plan.seeds:
-            res = ws.upsert_ignore(conn, t.seed_translations, [seed])
-            n_s += res
+            n_s += ws.upsert_ignore(conn, t.seed_translations, [seed])
             sid = conn.execute(
                 select(t.seed_translations.c.id).where(
                     t.seed_translations.c.item_id == seed["item_id"],
@@ -349,11 +344,7 @@ def _write(ws: Workspace, plan: ImportPlan, n_files: int) -> ImportSummary:
                     t.seed_translations.c.translator == seed["translator"],
                 )
             ).scalar_one()
-            # Expert seed translations are verified words in their language (stage 1 of XCOMPS).
-            ws.upsert_ignore(
-                conn,
-                t.verified_words,
-                [{"item_id": seed["item_id"], "lang": seed["lang"], "kind": seed["kind"], "text": seed["text"],
-                  "origin": "seed", "reviewer": seed["translator"], "seed_id": sid, "verified_at": ts}],
-            )
+            words.append(VerifiedWord(item_id=seed["item_id"], lang=seed["lang"], kind=seed["kind"], text=seed["text"],
+                                      origin="seed", reviewer=seed["translator"], seed_id=sid))
+        record_seed_words(ws, conn, words)
     return ImportSummary(n_files, n_c, n_p, n_x, n_s)

@@ -1,7 +1,7 @@
 """Fixtures for release tests: a demo workspace built once by the real stages, copied per test.
 
 The session template runs `builder demo` (translation and generation replayed from the bundled
-recording, proposals accepted by `builder.verify.accept`), so every row a release holds comes from
+recording, proposals accepted by `builder.reviews.accept`), so every row a release holds comes from
 the same stages a maintainer runs.
 """
 

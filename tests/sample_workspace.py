@@ -18,11 +18,11 @@ from builder.llm.config import LLMSettings
 from builder.paths import sample_dir
 from builder.releases.publish import PublishRequest, publish
 from builder.m2c.render import render_tests
+from builder.reviews import accept
 from builder.runner import run_stage
 from builder.seeds import import_seeds
 from builder.selection import Scope
 from builder.translate import translate
-from builder.verify import accept
 from builder.workspace.store import init_workspace, open_workspace
 
 REVIEWER = "demo-curator"

@@ -1,6 +1,6 @@
 import pytest
 
-from annotation.agreement import agreement, krippendorff_alpha_nominal
+from builder.agreement import agreement, krippendorff_alpha_nominal
 
 
 def test_alpha_is_one_for_perfect_agreement_and_low_for_chance():

@@ -120,3 +120,27 @@ def test_the_shell_holds_no_sql():
         text = mods[name].read_text(encoding="utf-8")
         assert "sqlalchemy" not in text and "builder.workspace.schema" not in g[name], name
 
+
+def table_writers() -> dict[str, set[str]]:
+    """table -> the modules that insert into, update or delete from it (`t.<table>.insert()`, `upsert_ignore(…, t.<table>, …)`)."""
+    writes: dict[str, set[str]] = {}
+    for name, path in modules().items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            table = None
+            if (isinstance(node, ast.Attribute) and node.attr in ("insert", "update", "delete")
+                    and isinstance(node.value, ast.Attribute) and isinstance(node.value.value, ast.Name)
+                    and node.value.value.id == "t"):
+                table = node.value.attr
+            elif isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", "")) == "upsert_ignore":
+                arg = node.args[1] if len(node.args) > 1 else None
+                if isinstance(arg, ast.Attribute) and isinstance(arg.value, ast.Name) and arg.value.id == "t":
+                    table = arg.attr
+            if table:
+                writes.setdefault(table, set()).add(name)
+    return writes
+
+
+def test_each_workspace_table_has_one_writer():
+    writers = table_writers()
+    assert {"proposals", "sentence_pairs", "lexicon_forms"} <= set(writers)  # the scan sees writes
+    assert {table: sorted(mods) for table, mods in writers.items() if len(mods) > 1} == {}

@@ -9,9 +9,9 @@ from builder.generate import generate
 from builder.languages import registry
 from builder.llm.client import LLMClient
 from builder.llm.standin import Faults
+from builder.reviews import accept
 from builder.selection import Scope
 from builder.translate import translate
-from builder.verify import accept
 from builder.workspace import schema as t
 
 from conftest import settings_for

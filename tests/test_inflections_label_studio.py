@@ -6,11 +6,12 @@ from sqlalchemy import select
 
 from annotation import server as ls_server
 from annotation.inflections import parse_forms
-from annotation.review import client, pull, push, review_status
+from annotation.review import client, pull, push
 from builder.m2c.fills import needs, propose_forms
 from builder.languages import registry
 from builder.llm.client import LLMClient
 from builder.m2c.render import render_tests
+from builder.reviews import review_status
 from builder.workspace import schema as t
 
 from conftest import settings_for

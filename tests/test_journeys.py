@@ -8,11 +8,12 @@ release gate failing on a planted regression in test_eval_cli.py, and the main j
 from sqlalchemy import select
 
 from annotation.autoreview import accept_open_tasks
-from annotation.review import pull, push, review_status
+from annotation.review import pull, push
 from builder import releases
 from builder.generate import generate
 from builder.languages import declare
 from builder.releases.publish import PublishRequest, publish
+from builder.reviews import review_status
 from builder.selection import Scope
 from builder.status import status
 from builder.translate import translate

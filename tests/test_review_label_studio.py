@@ -9,15 +9,14 @@ from sqlalchemy import select
 
 from annotation import server as ls_server
 from annotation.autoreview import accept_open_tasks
-from annotation.review import client, pull, push, rejected_items, review_status
-from annotation.sentences import rejected_pairs
+from annotation.review import client, pull, push
 from builder.generate import generate, regenerate
 from builder.languages import registry
 from builder.llm.client import LLMClient
 from builder.releases import load
 from builder.releases.publish import PublishRequest, publish
+from builder.reviews import rejected_items, rejected_pairs, review_status, sentence_decisions
 from builder.selection import Scope
-from builder.sentence_reviews import decisions
 from builder.translate import repropose, translate
 from builder.workspace import schema as t
 
@@ -260,7 +259,7 @@ def test_sentence_pairs_accept_fix_reject_then_regenerated_and_reviewed_again(sa
     say(tasks[skip_id], "accept", cancelled=True)
     pull(ws, conn)
     assert pull(ws, conn).new == 0
-    got = decisions(ws, "de")
+    got = sentence_decisions(ws, "de")
     assert set(got) == {accept_id, fix_id, reject_id}
     assert (got[accept_id].acceptable, got[accept_id].unacceptable) == (
         tasks[accept_id].data["draft_acceptable"], tasks[accept_id].data["draft_unacceptable"])
@@ -287,7 +286,7 @@ def test_sentence_pairs_accept_fix_reject_then_regenerated_and_reviewed_again(sa
     assert asyncio.run(again()).generated["de"] == 1
     asked = [m["content"] for r in ws.rows(select(t.llm_cache.c.request)) for m in r["request"]["messages"]]
     assert any("the property reads as a question" in m for m in asked)
-    assert reject_id not in decisions(ws, "de") and rejected_pairs(ws, "de") == {}
+    assert reject_id not in sentence_decisions(ws, "de") and rejected_pairs(ws, "de") == {}
     s = push(ws, conn, "de", stage="sentences")
     assert (s.created, s.updated) == (0, 1)
     after = {tk.data["item_id"]: tk for tk in _tasks(conn, pid)}
@@ -295,7 +294,7 @@ def test_sentence_pairs_accept_fix_reject_then_regenerated_and_reviewed_again(sa
     assert after[reject_id].data["draft_acceptable"].endswith(", in fact.")
     say(after[reject_id], "accept")
     pull(ws, conn)
-    final = decisions(ws, "de")[reject_id]
+    final = sentence_decisions(ws, "de")[reject_id]
     assert final.decision == "accept" and final.unacceptable.endswith(", in fact.")
 
 

@@ -13,6 +13,7 @@ from typing import Optional
 import typer
 from rich.table import Table
 
+from builder import reviews
 from builder.cli.common import (
     JsonOpt,
     LangOpt,
@@ -111,8 +112,6 @@ def review_repropose(
     workspace: Optional[Path] = WorkspaceOpt,
 ) -> None:
     """Send rejected and ambiguous items back to the LLM with the curator's comment."""
-    from annotation.review import rejected_items
-    from annotation.sentences import rejected_pairs
     from builder.generate import regenerate
     from builder.translate import repropose
 
@@ -121,7 +120,7 @@ def review_repropose(
     ws = open_ws(workspace)
     settings = llm_settings(offline, False, False, None)
     for lg in langs(ws, lang):
-        rejected = rejected_items(ws, lg.code) if stage == "translation" else rejected_pairs(ws, lg.code)
+        rejected = reviews.rejected_items(ws, lg.code) if stage == "translation" else reviews.rejected_pairs(ws, lg.code)
         if not rejected:
             out.print(f"{lg.code}: nothing rejected")
             continue
@@ -139,9 +138,7 @@ def review_repropose(
 @review_app.command("status")
 def review_status_cmd(workspace: Optional[Path] = WorkspaceOpt, as_json: bool = JsonOpt) -> None:
     """Per stage and language: pending, accepted, corrected, rejected, ambiguous, reviewers."""
-    from annotation.review import review_status
-
-    rows = review_status(open_ws(workspace))
+    rows = reviews.review_status(open_ws(workspace))
     if as_json:
         print(json.dumps(rows, ensure_ascii=False, indent=1))
         return

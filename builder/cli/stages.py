@@ -32,9 +32,9 @@ from builder.cli.common import (
     report_stage,
 )
 from builder.generate import generate as generate_stage
+from builder.reviews import accept as accept_proposals
 from builder.status import status as compute_status
 from builder.translate import translate as translate_stage
-from builder.verify import accept as accept_proposals
 from builder.workspace.store import default_dir, init_workspace
 
 

@@ -27,7 +27,7 @@ from builder.languages import SOURCE_LANGUAGE
 from builder.records import NEGATIVE_TYPES
 from builder.releases.features import M2C_FEATURES, M2C_PREFIX, PAIR_FEATURES
 from builder.releases.waivers import waivers
-from builder.sentence_reviews import SentenceReview, decisions
+from builder.reviews import SentenceReview, sentence_decisions
 from builder.workspace import schema as t
 from builder.workspace.store import Workspace
 
@@ -179,7 +179,7 @@ def _pair_rows(ws: Workspace, langs: list[str]) -> dict[str, ConfigRows]:
     out = {}
     for lang, rows in sorted(by_lang.items()):
         rows.sort(key=lambda r: r[0])
-        out[lang] = _config(lang, rows, pairs, concepts, props, words[lang], stale, waived, decisions(ws, lang))
+        out[lang] = _config(lang, rows, pairs, concepts, props, words[lang], stale, waived, sentence_decisions(ws, lang))
     return out
 
 

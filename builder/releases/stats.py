@@ -5,19 +5,12 @@ from __future__ import annotations
 from collections import Counter
 
 from pydantic import BaseModel
-from sqlalchemy import func, select
 
+from builder.agreement import Agreement
 from builder.records import NEGATIVE_TYPES
 from builder.releases.rows import ConfigRows
-from builder.workspace import schema as t
+from builder.reviews import agreement, curators
 from builder.workspace.store import Workspace
-
-
-class Agreement(BaseModel):
-    items: int  # items two or more curators decided
-    alpha: float | None
-    exact_match: float | None
-    chrf: float | None
 
 
 class ConfigReview(BaseModel):
@@ -66,31 +59,6 @@ def counts(configs: dict[str, ConfigRows]) -> dict[str, dict[str, int]]:
     return out
 
 
-def _curators(ws: Workspace, lang: str) -> int:
-    ra, rv, pr, st = t.review_annotations, t.reviews, t.proposals, t.seed_translations
-    names = {r["reviewer"] for r in ws.rows(select(ra.c.reviewer).where(ra.c.lang == lang).distinct())}
-    names |= {r["reviewer"] for r in ws.rows(select(rv.c.reviewer).distinct().select_from(rv.join(pr, pr.c.id == rv.c.proposal_id))
-                                              .where(pr.c.lang == lang, rv.c.channel != "label-studio"))}
-    names |= {r["translator"] for r in ws.rows(select(st.c.translator).where(st.c.lang == lang).distinct())}
-    return len(names)
-
-
-def _agreement(ws: Workspace, lang: str) -> Agreement | None:
-    ra = t.review_annotations
-    n = ws.rows(select(func.count()).select_from(ra).where(ra.c.lang == lang))[0]
-    if not list(n.values())[0]:
-        return None
-    from annotation.agreement import (
-        agreement,  # Label Studio's client loads only when there are annotations
-    )
-    from annotation.review import opinions
-
-    ops = opinions(ws, lang)["translation"]
-    a = agreement({i: [x["decision"] for x in v] for i, v in ops.items()},
-                  {i: [x["final_text"] for x in v if x["decision"] in ("accept", "corrected")] for i, v in ops.items()})
-    return Agreement(items=a.items, alpha=a.alpha, exact_match=a.exact_match, chrf=a.chrf)
-
-
 def release_stats(ws: Workspace, configs: dict[str, ConfigRows], models: list[dict]) -> ReleaseStats:
     review = []
     for name, c in sorted(configs.items()):
@@ -103,6 +71,6 @@ def release_stats(ws: Workspace, configs: dict[str, ConfigRows], models: list[di
         review.append(ConfigReview(
             config=name, rows=len(c), verified=status["verified"], waived=status["waived"], source=status["source"],
             corrected=sum(c.columns["corrected"]), min_reviewers=min(reviewed, default=0),
-            curators=_curators(ws, c.lang) if reviewed else 0, agreement=_agreement(ws, c.lang),
+            curators=len(curators(ws, c.lang)) if reviewed else 0, agreement=agreement(ws, c.lang),
         ))
     return ReleaseStats(counts=counts(configs), review=review, models=models)

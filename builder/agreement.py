@@ -1,4 +1,4 @@
-"""Agreement between curators, computed by us (the free Label Studio has none).
+"""Agreement between curators, computed by us (the free Label Studio has none); pure functions.
 
 Decisions: Krippendorff's alpha for nominal data, which handles any number of curators per item
 and items with different numbers of curators. Corrected texts: exact-match rate and chrF, averaged
