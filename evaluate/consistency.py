@@ -22,6 +22,7 @@ import pandas as pd
 from evaluate.decision_agreement import Decisions, agreement, consistency, label_distribution
 from evaluate.meta import prompts as meta_prompts
 from evaluate.methods import ALL, ITEM_COLUMNS, Context, MethodOutput, Score, register
+from evaluate.reporting import Page, plt, table
 
 SOURCE = "en"
 GOLD = "acceptable"
@@ -91,6 +92,45 @@ def sampled_baseline(ctx: Context, pairs: pd.DataFrame) -> dict[str, tuple[Decis
     return out
 
 
+def consistency_heatmaps(matrix: pd.DataFrame, page: Page) -> None:
+    """Language x language agreement of decisions, one panel per decision source."""
+    if matrix.empty:
+        page.omit("consistency_heatmaps", "no language has decisions")
+        return
+    variants = list(dict.fromkeys(matrix["variant"]))
+    langs = page.lang_order(set(matrix["lang_a"]))
+    fig, axes = plt.subplots(1, len(variants), figsize=(1.5 + 0.6 * len(langs) * len(variants), 1.2 + 0.55 * len(langs)), squeeze=False)
+    for ax, variant in zip(axes[0], variants):
+        grid = (matrix[matrix["variant"] == variant].pivot(index="lang_a", columns="lang_b", values="value")
+                .reindex(index=langs, columns=langs).to_numpy(dtype=float))
+        ax.imshow(grid, vmin=0, vmax=1, cmap="viridis")
+        ax.set_xticks(range(len(langs)), langs)
+        ax.set_yticks(range(len(langs)), langs)
+        ax.set_title(variant, fontsize=9)
+        for (i, j), v in np.ndenumerate(grid):
+            if not np.isnan(v):
+                ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=7, color="w" if v < 0.6 else "k")
+    page.save(fig, matrix, "consistency_heatmaps")
+
+
+def section(tables: dict[str, pd.DataFrame]) -> list[str]:
+    lines = ["## Cross-lingual consistency", "",
+             "Share of common items (pair ids) on which two languages' decisions agree; an unreadable answer is a label of "
+             "its own. Against English, split by whether English was right.", ""]
+    matrix = tables["consistency_matrix"]
+    for variant in dict.fromkeys(matrix["variant"]):
+        grid = matrix[matrix["variant"] == variant].pivot(index="lang_a", columns="lang_b", values="value")
+        lines += [f"### {variant}", "", table(grid.reset_index().rename(columns={"lang_a": "lang"})), ""]
+    split = tables.get("consistency_breakdown")
+    if split is not None and not split.empty:
+        lines += ["### Against English", "", table(split[["variant", "lang", "n", "overall", "n_correct", "on_correct",
+                                                          "n_incorrect", "on_incorrect", "invalid_source", "invalid_target"]]), ""]
+    base = tables.get("consistency_baseline")
+    if base is not None and not base.empty:
+        lines += ["### Same-language baseline (two runs)", "", table(base), ""]
+    return lines
+
+
 class Consistency:
     name = "consistency"
     headline = ("meta/acceptable_first", "consistency_en")
@@ -107,6 +147,11 @@ class Consistency:
         else:
             baseline, kind = sampled_baseline(ctx, pairs), SAMPLED
         return assemble(tables, baseline, kind)
+
+    def report(self, page: Page) -> list[str]:
+        matrix = page.results.tables["consistency_matrix"]
+        consistency_heatmaps(matrix, page)
+        return section(page.results.tables) if not matrix.empty else []
 
 
 register(Consistency())

@@ -1,14 +1,18 @@
-"""The pairs to evaluate, read from a released version (contract 2), never from the workspace."""
+"""What an evaluation reads from a released version, never from the workspace: its pairs, its M2C tests,
+and its languages as the release declares them."""
 
 from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 
+from builder import releases
 from builder.records import NEGATIVE_TYPES
+from builder.releases.declarations import config_language, from_manifest
 from evaluate.results import DatasetInfo
 
 PAIR_COLUMNS = ("pair_id", "lang", "property_id", "property", "acceptable_concept", "unacceptable_concept",
@@ -45,10 +49,20 @@ def manifest_sha256(manifest: dict) -> str:
     return hashlib.sha256(json.dumps(manifest, sort_keys=True, ensure_ascii=False).encode("utf-8")).hexdigest()
 
 
+def dataset_info(source: str | Path, version: str, configs: list[str]) -> DatasetInfo:
+    """The record results keep of the release: its version and manifest digest, the configs read, and the
+    declarations of their languages."""
+    manifest = releases.manifest(source, version)
+    declared = from_manifest(manifest)
+    codes = {config_language(c) for c in configs}
+    return DatasetInfo(source=str(source), version=str(manifest.get("version", version)),
+                       manifest_sha256=manifest_sha256(manifest), configs=list(configs),
+                       release_code_version=manifest.get("code_version"),
+                       languages=[lang for lang in declared.languages if lang.code in codes], languages_note=declared.note)
+
+
 def load_release_pairs(source: str | Path, version: str, langs: list[str] | None = None) -> tuple[pd.DataFrame, DatasetInfo]:
     """Every requested language's pairs of exactly that version (all minimal-pair configs when `langs` is None)."""
-    from builder import releases
-
     manifest = releases.manifest(source, version)
     available = [c for c in releases.configs(source, version) if not c.startswith("m2c_")]
     chosen = available if not langs else langs
@@ -63,11 +77,7 @@ def load_release_pairs(source: str | Path, version: str, langs: list[str] | None
         if hasattr(feature, "int2str") and pd.api.types.is_integer_dtype(df["negative_type"]):
             df["negative_type"] = [feature.int2str(int(v)) for v in df["negative_type"]]
         frames.append(check_pairs(df, f"release {source} {manifest.get('version', version)} config {config}"))
-    pairs = pd.concat(frames, ignore_index=True)
-    info = DatasetInfo(source=str(source), version=str(manifest.get("version", version)),
-                       manifest_sha256=manifest_sha256(manifest), configs=list(chosen),
-                       release_code_version=manifest.get("code_version"))
-    return pairs, info
+    return pd.concat(frames, ignore_index=True), dataset_info(source, version, list(chosen))
 
 
 M2C_COLUMNS = ("test_id", "lang", "capability", "template_id", "context", "question", "answer", "alternatives", "answer_forms")
@@ -75,8 +85,6 @@ M2C_COLUMNS = ("test_id", "lang", "capability", "template_id", "context", "quest
 
 def load_release_m2c(source: str | Path, version: str, langs: list[str] | None = None) -> tuple[pd.DataFrame, list[str]]:
     """The M2C tests (configs m2c_<lang>) of exactly that version for `langs` (all when None), and their configs."""
-    from builder import releases
-
     available = [c for c in releases.configs(source, version) if c.startswith("m2c_")]
     chosen = [c for c in available if langs is None or c.removeprefix("m2c_") in langs]
     if not chosen:
@@ -90,3 +98,21 @@ def load_release_m2c(source: str | Path, version: str, langs: list[str] | None =
             raise PairsError(f"release {source} {version} config {config}: missing column(s) {', '.join(missing)}")
         frames.append(df[list(M2C_COLUMNS)])
     return pd.concat(frames, ignore_index=True), chosen
+
+
+@dataclass
+class ReleaseData:
+    """Everything an evaluation run reads from one release."""
+
+    pairs: pd.DataFrame
+    dataset: DatasetInfo  # configs read (pairs and M2C) and their languages' declarations
+    m2c: pd.DataFrame | None = None  # the M2C tests, when asked for
+
+
+def load_release(source: str | Path, version: str, langs: list[str] | None = None, *, m2c: bool = False) -> ReleaseData:
+    """The pairs of `langs` (all when None) of exactly that version and, with `m2c`, their M2C tests."""
+    pairs, info = load_release_pairs(source, version, langs)
+    if not m2c:
+        return ReleaseData(pairs, info)
+    tests, m2c_configs = load_release_m2c(source, version, langs)
+    return ReleaseData(pairs, dataset_info(source, version, info.configs + m2c_configs), tests)

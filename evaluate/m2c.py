@@ -21,6 +21,7 @@ import yaml
 from builder.paths import data_dir
 from builder.m2c.answers import validate
 from evaluate.methods import ALL, ITEM_COLUMNS, Context, MethodOutput, Score, register
+from evaluate.reporting import Page, table
 
 MAX_NEW_TOKENS = 20
 VARIANTS = ("zero_shot", "one_shot")
@@ -74,9 +75,26 @@ def summarise(rows: pd.DataFrame) -> tuple[list[Score], pd.DataFrame]:
         for metric, col in (("accuracy", "correct"), ("morph_error_share", "morphological_error")):
             scores.append(Score(method="m2c", variant=variant, lang=lang, negative_type=ALL, metric=metric,
                                 value=float(grp[col].mean()), n=len(grp)))
-    table = (rows.groupby(["variant", "lang", "capability", "template_id"], as_index=False)
-             .agg(n=("test_id", "size"), accuracy=("correct", "mean"), morph_error_share=("morphological_error", "mean")))
-    return scores, table
+    templates = (rows.groupby(["variant", "lang", "capability", "template_id"], as_index=False)
+                 .agg(n=("test_id", "size"), accuracy=("correct", "mean"), morph_error_share=("morphological_error", "mean")))
+    return scores, templates
+
+
+def section(t: pd.DataFrame) -> list[str]:
+    """Accuracy and morphological errors per template and per language, from the `m2c_templates` table."""
+    lines = ["## M2C question answering", "",
+             "Accuracy per template and language (zero-shot and one-shot, greedy, at most 20 new tokens) and the share of "
+             "tests answered with another form of the gold lexeme (morphological errors).", ""]
+    grid = t.pivot_table(index=["lang", "capability", "template_id"], columns="variant",
+                         values=["n", "accuracy", "morph_error_share"])
+    grid.columns = [f"{metric} ({variant})" for metric, variant in grid.columns]
+    lines += ["### Per template", "", table(grid.reset_index()), ""]
+    per_lang = t.assign(correct=t["accuracy"] * t["n"], morph=t["morph_error_share"] * t["n"]).groupby(
+        ["lang", "variant"], as_index=False)[["n", "correct", "morph"]].sum()
+    per_lang["accuracy"] = per_lang["correct"] / per_lang["n"]
+    per_lang["morph_error_share"] = per_lang["morph"] / per_lang["n"]
+    lines += ["### Per language", "", table(per_lang[["lang", "variant", "n", "accuracy", "morph_error_share"]]), ""]
+    return lines
 
 
 class M2C:
@@ -110,8 +128,12 @@ class M2C:
                          "reply": reply, "answer": answer, "gold": test["answer"], "correct": verdict.correct,
                          "morphological_error": verdict.morphological_error, "how": verdict.how})
         frame = pd.DataFrame(rows)
-        scores, table = summarise(frame)
-        return MethodOutput(pd.DataFrame(columns=list(ITEM_COLUMNS)), scores, {"m2c_items": frame, "m2c_templates": table})
+        scores, templates = summarise(frame)
+        return MethodOutput(pd.DataFrame(columns=list(ITEM_COLUMNS)), scores, {"m2c_items": frame, "m2c_templates": templates})
+
+    def report(self, page: Page) -> list[str]:
+        templates = page.results.tables["m2c_templates"]
+        return section(templates) if not templates.empty else []
 
 
 register(M2C())

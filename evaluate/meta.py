@@ -16,7 +16,8 @@ from __future__ import annotations
 import pandas as pd
 
 from evaluate.answers import normalize
-from evaluate.methods import Context, MethodOutput, Score, accuracy_scores, item_frame, register
+from evaluate.methods import ALL, Context, MethodOutput, Score, accuracy_scores, item_frame, register
+from evaluate.reporting import Page, table
 
 ORDERS = ("acceptable_first", "acceptable_second")
 ACCEPTABLE, UNACCEPTABLE = "acceptable", "unacceptable"
@@ -88,7 +89,8 @@ class Meta:
         missing = sorted(lang for lang in pairs["lang"].unique()
                          if lang not in ctx.languages or not ctx.languages[lang].meta_prompt)
         if missing:
-            raise ValueError(f"meta: no prompt template for {', '.join(missing)} (meta_prompt in data/languages.yaml)")
+            raise ValueError(f"meta: the release declares no prompt template for {', '.join(missing)} (a language's "
+                             "meta_prompt: data/languages.yaml or `builder language add --meta-prompt`, then publish)")
         by_order = prompts(pairs, {c: lang.meta_prompt for c, lang in ctx.languages.items() if lang.meta_prompt})
         if ctx.scorer is None:  # behind an endpoint: generative mode
             out = run_generative(ctx, pairs, self.name, by_order)
@@ -107,6 +109,14 @@ class Meta:
             for order in ORDERS})
         scores = accuracy_scores(items)
         return MethodOutput(items, scores + order_scores(scores))
+
+    def report(self, page: Page) -> list[str]:
+        sf = page.scores
+        bias = sf[(sf["method"] == self.name) & (sf["variant"] == "order_bias") & (sf["negative_type"] == ALL)]
+        if bias.empty:
+            return []
+        return ["## Meta order bias (accuracy with the acceptable word first minus second)", "",
+                table(bias[["lang", "value"]].rename(columns={"value": "order_bias"})), ""]
 
 
 register(Meta())

@@ -1,7 +1,9 @@
 """The evaluation methods registry and what every method receives and returns.
 
 A method is a module that calls `register(...)` with an object having `name`, `headline`
-(the variant and metric that stand for it in reports and gates) and `run(ctx, pairs)`. Adding one
+(the variant and metric that stand for it in reports and gates) and `run(ctx, pairs)`; optionally
+`requires(ctx)` (methods whose outputs it reads, run first) and `report(page)` (its own report
+section: Markdown lines, and figures drawn on the `evaluate.reporting.Page`). Adding one
 (consistency, M2C, ...) is a new module plus its name in `MODULES`; the runner, results, report
 and gates need no change.
 """
@@ -71,7 +73,7 @@ class MethodOutput:
 class Context:
     loaded: LoadedModel | None  # None behind an endpoint: no scores, only generated text
     scorer: Scorer | None
-    languages: dict[str, Language]
+    languages: dict[str, Language]  # the evaluated release's declarations, by code
     options: EvalOptions
     work_dir: Path
     progress: Callable[[str, int, int], None] = lambda task, done, total: None

@@ -42,6 +42,7 @@ from threadpoolctl import threadpool_limits
 
 from evaluate.methods import ALL, Context, EvalOptions, MethodOutput, Score, item_frame, register
 from evaluate.models import LoadedModel, random_control
+from evaluate.reporting import EXCLUDED_FROM_TYPOLOGY, Page, joined, plt, table
 from evaluate.scoring import ENCODE_CHUNK, Scorer, length_batches, pad_batch
 
 CHUNK_BYTES = 1 << 20  # working buffers of reads and standardisation stay this small
@@ -290,6 +291,48 @@ def summarise(results: list[ProbeResult], pairs: pd.DataFrame) -> MethodOutput:
     return MethodOutput(pd.concat(frames, ignore_index=True), scores, {"probes": curves})
 
 
+def fig5_layers(probes: pd.DataFrame | None, page: Page) -> None:
+    """Figure 5: layer-wise probe F1 per language, model against control."""
+    if probes is None or probes.empty:
+        page.omit("fig5_layers", "no neuro probes")
+        return
+    curves = probes.groupby(["lang", "model", "layer"], as_index=False)["f1_mean"].mean().rename(columns={"f1_mean": "value"})
+    langs = page.lang_order(curves["lang"].unique())
+    cols = min(len(langs), 4)
+    nrows = -(-len(langs) // cols)
+    fig, axes = plt.subplots(nrows, cols, figsize=(3.2 * cols, 2.6 * nrows), squeeze=False)
+    for ax, lang in zip(axes.ravel(), langs):
+        for model, style in (("probe", "-o"), ("control", "--x")):
+            c = curves[(curves["lang"] == lang) & (curves["model"] == model)]
+            ax.plot(c["layer"], c["value"], style, label=model, markersize=3)
+        ax.set_title(lang)
+        ax.set_ylim(0, 1)
+        ax.set_xlabel("layer")
+        ax.set_ylabel("F1")
+    for ax in axes.ravel()[len(langs):]:
+        ax.axis("off")
+    axes[0, 0].legend(fontsize=7)
+    page.save(fig, curves, "fig5_layers")
+
+
+def fig6_peak_layer(page: Page) -> None:
+    """Figure 6: the peak probe layer averaged by typology, English left out; `langs` are those averaged."""
+    sf = page.scores
+    peaks = sf[(sf["method"] == "neuro") & (sf["variant"] == "probe") & (sf["negative_type"] != ALL)
+               & (sf["lang"] != EXCLUDED_FROM_TYPOLOGY)].copy()
+    if peaks.empty:
+        page.omit("fig6_peak_layer", "no neuro probes outside English")
+        return
+    peaks["peak_layer"] = [e["peak_layer"] for e in peaks["extra"]]
+    peaks["typology"] = peaks["lang"].map(page.typology(peaks["lang"].unique()))
+    avg = peaks.groupby("typology", as_index=False).agg(value=("peak_layer", "mean"), langs=("lang", joined))
+    avg = avg.set_index("typology").reindex(page.typologies(avg["typology"])).reset_index()
+    fig, ax = plt.subplots(figsize=(4, 3))
+    ax.bar(avg["typology"], avg["value"])
+    ax.set_ylabel("mean peak layer")
+    page.save(fig, avg, "fig6_peak_layer")
+
+
 class Neuro:
     name = "neuro"
     headline = ("probe", "f1")
@@ -310,6 +353,16 @@ class Neuro:
             results += probe_all(stores, sub, ctx.options, lambda d, t, lang=lang: ctx.progress(f"neuro {lang}: probes", d, t))
             shutil.rmtree(where)
         return summarise(results, pairs)
+
+    def report(self, page: Page) -> list[str]:
+        fig5_layers(page.results.tables.get("probes"), page)
+        fig6_peak_layer(page)
+        sf = page.scores
+        best = sf[(sf["method"] == self.name) & (sf["negative_type"] == ALL)]
+        if best.empty:
+            return []
+        return ["## Neuro: best layer's F1, model against its randomly initialised control", "",
+                table(best.pivot(index="lang", columns="variant", values="value").reset_index()), ""]
 
 
 try:

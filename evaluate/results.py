@@ -19,6 +19,7 @@ import pandas as pd
 from pydantic import BaseModel, ConfigDict
 
 import builder
+from builder.records import Language
 from evaluate.methods import ITEM_COLUMNS, EvalOptions, Score
 from evaluate.models import ModelInfo
 from evaluate.scoring import ScoringSetup
@@ -28,12 +29,16 @@ ITEMS = "results.parquet"
 
 
 class DatasetInfo(BaseModel):
+    """The release evaluated: exactly which version, which configs, and its languages as it declares them."""
+
     model_config = ConfigDict(frozen=True)
     source: str
     version: str
     manifest_sha256: str | None
     configs: list[str]
     release_code_version: str | None = None
+    languages: list[Language] = []  # the evaluated languages' declarations (names, typology, prompts)
+    languages_note: str | None = None  # why they are not the release's own declarations (an older release)
 
 
 class RunConfig(BaseModel):
@@ -92,7 +97,7 @@ class Results:
     tables: dict[str, pd.DataFrame]
 
     def score_frame(self) -> pd.DataFrame:
-        return pd.DataFrame([s.model_dump() for s in self.scores])
+        return pd.DataFrame([s.model_dump() for s in self.scores], columns=list(Score.model_fields))
 
 
 def write_results(directory: Path, results: Results) -> None:

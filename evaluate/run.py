@@ -1,5 +1,9 @@
 """Run methods over a table of pairs and write the results (contract 3).
 
+Methods read each language's name, prompt and spacing from the dataset record, i.e. from the release
+evaluated (`evaluate.data.load_release`), so a language declared only in a workspace is evaluated
+as it was published.
+
 The model is a loaded transformers model (scores and generated text) or, given `endpoint` settings,
 an OpenAI-compatible endpoint (generated text only: direct and neuro need scores or hidden states).
 A method may require others (consistency reads direct's and meta's decisions); they run first.
@@ -16,7 +20,6 @@ from pathlib import Path
 
 import pandas as pd
 
-from builder.languages import registry as language_registry
 from builder.llm.config import LLMSettings
 from evaluate.backends import EndpointGenerator, TransformersGenerator, endpoint_info
 from evaluate.data import check_pairs
@@ -74,7 +77,8 @@ def run_evaluation(pairs: pd.DataFrame, dataset: DatasetInfo, loaded: LoadedMode
         scorer, generator, info = None, EndpointGenerator(endpoint, out_dir / "llm-cache"), endpoint_info(endpoint)
     else:
         raise ValueError("a model is needed: a loaded local model or endpoint settings")
-    ctx = Context(loaded, scorer, language_registry(), options, out_dir / "work", progress or (lambda *a: None),
+    languages = {lang.code: lang for lang in dataset.languages}  # as the release declares them, never the registry's
+    ctx = Context(loaded, scorer, languages, options, out_dir / "work", progress or (lambda *a: None),
                   generator=generator, m2c=m2c)
     methods = with_requirements(methods, ctx)
     if scorer is None and (needy := [m.name for m in methods if m.name in NEEDS_SCORES]):

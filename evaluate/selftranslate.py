@@ -23,12 +23,14 @@ from __future__ import annotations
 
 import hashlib
 
+import numpy as np
 import pandas as pd
 
 from evaluate.answers import normalize
 from evaluate.decision_agreement import breakdown, label_distribution
 from evaluate.methods import ALL, ITEM_COLUMNS, Context, MethodOutput, Score, register
 from evaluate.quality import ItemTranslation, Segment, consistency_above, correlate, score_translations
+from evaluate.reporting import Page, plt, table
 
 SOURCE = "en"
 CONDITIONS = ("I", "X", "T")
@@ -70,6 +72,50 @@ def label(pair_id: str, letter: str | None) -> str | None:
     return "acceptable" if (letter == "A") == acceptable_first(pair_id) else "unacceptable"
 
 
+def figure(summary: pd.DataFrame, page: Page) -> None:
+    """Per language, consistency with the English original under I, X and T, beside the BLEU of its translations."""
+    if summary.empty:
+        page.omit("selftranslate_consistency", "no language was translated")
+        return
+    langs = page.lang_order(summary["lang"].unique())
+    conditions = list(dict.fromkeys(summary["condition"]))
+    data = summary[["lang", "condition", "overall"]].rename(columns={"overall": "value"}).assign(metric="consistency")
+    bleu = summary.dropna(subset=["bleu"]).drop_duplicates("lang")[["lang", "bleu"]] if "bleu" in summary else pd.DataFrame()
+    fig, ax = plt.subplots(figsize=(2 + 0.9 * len(langs), 3.2))
+    width = 0.8 / len(conditions)
+    for k, cond in enumerate(conditions):
+        values = data[data["condition"] == cond].set_index("lang")["value"].reindex(langs)
+        ax.bar(np.arange(len(langs)) + (k - (len(conditions) - 1) / 2) * width, values, width, label=cond)
+    ax.set_xticks(range(len(langs)), langs)
+    ax.set_ylim(0, 1.05)
+    ax.set_ylabel("consistency with English")
+    ax.legend(title="condition", fontsize=7, ncol=len(conditions), loc="upper center", bbox_to_anchor=(0.5, -0.12))
+    if not bleu.empty:
+        twin = ax.twinx()
+        twin.plot([langs.index(x) for x in bleu["lang"]], bleu["bleu"], "k*", label="BLEU")
+        twin.set_ylim(0, 105)
+        twin.set_ylabel("BLEU of its translations")
+        data = pd.concat([data, bleu.rename(columns={"bleu": "value"}).assign(condition="X/T", metric="bleu")])
+    ax.set_title("Self-translation")
+    page.save(fig, data, "selftranslate_consistency")
+
+
+def section(tables: dict[str, pd.DataFrame]) -> list[str]:
+    summary = tables["selftranslate_summary"]
+    cols = [c for c in ("lang", "condition", "n", "overall", "on_correct", "on_incorrect", "accuracy", "bleu", "chrf",
+                        "tokenizer", "pearson_chrf", "spearman_chrf", "n_high_quality", "consistency_high_quality") if c in summary]
+    lines = ["## Self-translation consistency (multisense I / X / T)", "",
+             "The model's decisions on its own translation of the instruction (I), the input (X) or both (T) against its "
+             "decisions on the English original; its sentence translations scored against the released ones "
+             "(BLEU, chrF), quality correlated with consistency, and consistency on items with BLEU >= 50.", "",
+             table(summary[cols]), ""]
+    labels = tables.get("selftranslate_labels")
+    if labels is not None and not labels.empty:
+        dist = labels.pivot_table(index=["lang", "condition"], columns="label", values="share", fill_value=0.0).reset_index()
+        lines += ["### Predicted label distributions", "", table(dist), ""]
+    return lines
+
+
 class SelfTranslate:
     name = "selftranslate"
     headline = ("T", "consistency")
@@ -94,9 +140,13 @@ class SelfTranslate:
 
     def run(self, ctx: Context, pairs: pd.DataFrame) -> MethodOutput:
         en = pairs[pairs["lang"] == SOURCE].set_index("pair_id")
-        targets = sorted(lang for lang in pairs["lang"].unique() if lang != SOURCE and lang in ctx.languages)
+        targets = sorted(lang for lang in pairs["lang"].unique() if lang != SOURCE)
         if en.empty or not targets:
             raise ValueError("selftranslate: needs English pairs and at least one other language in the release")
+        unnamed = [lang for lang in targets if lang not in ctx.languages]
+        if unnamed:
+            raise ValueError(f"selftranslate: the release declares no name for {', '.join(unnamed)}, which the translation "
+                             "prompt needs; evaluate the other languages (--langs)")
         ids = list(en.index)
         orig_opts = {pid: options(pid, en.at[pid, "acceptable_sentence"], en.at[pid, "unacceptable_sentence"]) for pid in ids}
         replies, letters = self.decide(ctx, [task_prompt(INSTRUCTION, *orig_opts[pid]) for pid in ids], SOURCE)
@@ -165,6 +215,11 @@ class SelfTranslate:
                   "selftranslate_translations": pd.DataFrame(trans_rows), "selftranslate_instructions": pd.DataFrame(instr_rows),
                   "selftranslate_labels": pd.DataFrame(labels, columns=["lang", "condition", "label", "share"])}
         return MethodOutput(pd.DataFrame(columns=list(ITEM_COLUMNS)), scores, tables)
+
+    def report(self, page: Page) -> list[str]:
+        summary = page.results.tables["selftranslate_summary"]
+        figure(summary, page)
+        return section(page.results.tables) if not summary.empty else []
 
 
 register(SelfTranslate())

@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 
 from sample_workspace import build_sample_release
-from evaluate.data import load_release_m2c, load_release_pairs
+from evaluate.data import load_release
 from evaluate.m2c import prompt_words, zero_shot
 from evaluate.selftranslate import TRANSLATE
 from evaluate.toy import judgement_corpus, train_toy
@@ -37,10 +37,9 @@ def m2c_release(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def subset(m2c_release):
     """(pairs of N_PAIRS pair ids in de, en, zh; dataset info; M2C tests of de, en, zh)."""
-    pairs, info = load_release_pairs(m2c_release, VERSION, LANGS)
-    keep = sorted(pairs["pair_id"].unique())[:N_PAIRS]
-    m2c, configs = load_release_m2c(m2c_release, VERSION, LANGS)
-    return pairs[pairs["pair_id"].isin(keep)].reset_index(drop=True), info.model_copy(update={"configs": info.configs + configs}), m2c
+    data = load_release(m2c_release, VERSION, LANGS, m2c=True)
+    keep = sorted(data.pairs["pair_id"].unique())[:N_PAIRS]
+    return data.pairs[data.pairs["pair_id"].isin(keep)].reset_index(drop=True), data.dataset, data.m2c
 
 
 def learnt_tests(m2c: pd.DataFrame) -> pd.DataFrame:

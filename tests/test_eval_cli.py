@@ -77,6 +77,21 @@ def test_report_data_match_the_scores(results_copy):
     assert heat[(heat["method"] == "direct") & (heat["lang"] == "de") & (heat["negative_type"] == "random")]["value"].item() == de
 
 
+def test_report_reads_languages_from_the_results_and_shows_why_one_is_unknown(results_copy):
+    summary = json.loads((results_copy / "summary.json").read_text())
+    dataset = summary["config"]["dataset"]
+    assert {d["code"] for d in dataset["languages"]} == {"ar", "de", "en", "ja", "ru", "vi", "zh"}
+    dataset["languages"] = [d for d in dataset["languages"] if d["code"] != "ja"]
+    dataset["languages_note"] = "release 1.0.0 was published before releases carried their languages"
+    (results_copy / "summary.json").write_text(json.dumps(summary))
+    build_report(results_copy)
+    report = (results_copy / "report.md").read_text()
+    assert "| ja | — | — | unknown | — | — |" in report and "| de | German | Deutsch | inflectional |" in report
+    assert "*release 1.0.0 was published before releases carried their languages*" in report
+    typ = pd.read_csv(results_copy / "plots" / "fig4_typology.csv")
+    assert set(zip(typ["typology"], typ["langs"])) == {("analytic", "vi,zh"), ("inflectional", "ar,de,ru"), ("unknown", "ja")}
+
+
 def test_rerun_resumes_from_finished_methods_without_scoring_again(evaluated, release_pairs, toy_dir, tmp_path):
     out, _ = evaluated
     import shutil

@@ -193,6 +193,14 @@ def test_endpoint_run_against_the_standin_gives_the_expected_figures(subset, ser
     assert set(bars[bars["metric"] == "bleu"]["lang"]) == {"de", "zh"} and "plots/selftranslate_consistency.png" in md
 
 
+def test_selftranslate_refuses_a_language_the_release_gives_no_name_before_asking_anything(subset, server, tmp_path):
+    pairs, info, _ = subset
+    unnamed = info.model_copy(update={"languages": [lang for lang in info.languages if lang.code != "zh"]})
+    with pytest.raises(ValueError, match="selftranslate: the release declares no name for zh"):
+        run_evaluation(pairs, unnamed, None, resolve("selftranslate"), tmp_path / "o", endpoint=settings_for(server))
+    assert server.stats.calls == 0
+
+
 def test_endpoint_refuses_methods_that_need_scores(subset, server, tmp_path):
     pairs, info, _ = subset
     with pytest.raises(ValueError, match="direct need a local model's scores"):

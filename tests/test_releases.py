@@ -25,6 +25,7 @@ from builder.llm.client import LLMClient
 from builder.paths import sample_dir
 from builder.records import NEGATIVE_TYPES, normalise
 from builder.releases.checks import ReleaseCheckError
+from builder.releases.declarations import UndeclaredLanguageError, from_manifest, released
 from builder.releases.diff import diff
 from builder.releases.features import PAIR_FEATURES
 from builder.releases.lmeval import export_lm_eval
@@ -114,6 +115,19 @@ def test_round_trip_load_dataset_offline_equals_the_workspace_for_every_config(d
     assert len({frozenset(expected_rows(demo_ws, lang)) for lang in langs}) == 1
 
 
+def test_a_release_published_before_releases_carried_languages_reads_them_from_the_built_in_registry():
+    older = from_manifest({"version": "0.9.0", "configs": ["de", "m2c_de", "xx"]})
+    assert older.languages == (registry()["de"],)
+    assert "0.9.0 was published before releases carried their languages" in older.note
+    assert "de are described by the built-in registry; xx by nothing" in older.note
+
+
+def test_only_declared_languages_are_released():
+    assert released(registry(), ["zh", "de"]) == [registry()["de"], registry()["zh"]]
+    with pytest.raises(UndeclaredLanguageError, match="no declaration for language.s. xx .* `builder language add`"):
+        released(registry(), ["de", "xx"])
+
+
 def test_card_manifest_and_croissant_describe_the_release(demo_ws, tmp_path):
     target = tmp_path / "releases"
     publish(demo_ws, PublishRequest(target=target, version="1.0.0", notes="first cut"))
@@ -126,6 +140,10 @@ def test_card_manifest_and_croissant_describe_the_release(demo_ws, tmp_path):
     assert man["models"] == [{"model": "sample-recording", "calls": {"generate": 156, "translate": 40}}]
     assert man["code_version"].startswith("0.1.0")
     assert all(p.startswith("data/") and "/test-" in p for p in man["files"] if p.endswith(".parquet"))
+    declared = registry(demo_ws)
+    assert man["languages"] == [declared[c].model_dump() for c in ("ar", "de", "en", "ja", "ru", "vi", "zh")]
+    carried = releases.languages(target, "1.0.0")
+    assert carried.note is None and carried.by_code()["ja"] == declared["ja"] and carried.by_code()["ja"].typology == "agglutinative"
 
     card = DatasetCard.load(target / "README.md")
     data = card.data.to_dict()
@@ -144,6 +162,8 @@ def test_card_manifest_and_croissant_describe_the_release(demo_ws, tmp_path):
     assert f"| ja | {ja[0]} | {ja[1]} | {ja[2]} | {ja[3]} | 104 |" in body
     assert "| ja | 104 | 104 | 0 | 0 | 0 | 1 | 1 | no overlapping reviews |" in body
     assert "`sample-recording`: generate 156 call(s), translate 40 call(s)" in body
+    assert "| ja | Japanese | 日本語 | agglutinative | Isolate | Jpan | ltr | no |" in body
+    assert f"- **ja**: meta prompt `{declared['ja'].meta_prompt}`; generation notes: {declared['ja'].generation_notes}" in body
     for cite in ("misra2023comps", "he2025xcomps", "hlavnova2023m2c", "ohmer2023multisense"):
         assert cite in body
     assert "### 1.0.0" in body and "first cut" in body

@@ -33,7 +33,7 @@ from builder.seeds import import_seeds
 from builder.selection import Scope
 from builder.translate import translate
 from builder.workspace.store import Workspace, init_workspace, open_workspace
-from evaluate.data import load_release_m2c, load_release_pairs
+from evaluate.data import load_release, load_release_pairs
 from evaluate.gates import check, load_rules, verdict
 from evaluate.methods import resolve
 from evaluate.models import load_model
@@ -186,26 +186,25 @@ def _publish(ws: Workspace, console: Console) -> Path:
 
 def _evaluate(ws: Workspace, console: Console, release: Path, model: str | None, settings: LLMSettings,
               result: DemoResult) -> None:
-    pairs, info = load_release_pairs(release, DEMO_VERSION)
-    m2c, _ = load_release_m2c(release, DEMO_VERSION)
+    data = load_release(release, DEMO_VERSION, m2c=True)
     names = DEMO_METHODS
     if model is None:
         toy = ws.directory / "toy-model"
         if not (toy / "config.json").is_file():
             console.print(f" 9/10 train a toy model on the release's sentences ({TOY_STEPS} steps, a toy: labelled so)")
-            train_toy(judgement_corpus(pairs), toy, steps=TOY_STEPS)
+            train_toy(judgement_corpus(data.pairs), toy, steps=TOY_STEPS)
         model, names = str(toy), tuple(n for n in DEMO_METHODS if n not in LLM_METHODS)
     loaded = load_model(model)
     out = ws.directory / "eval" / DEMO_VERSION
     methods = resolve(list(names))
-    console.print(f" 9/10 evaluate {loaded.info.name} on {len(pairs)} pairs with {', '.join(m.name for m in methods)} "
+    console.print(f" 9/10 evaluate {loaded.info.name} on {len(data.pairs)} pairs with {', '.join(m.name for m in methods)} "
                   f"({loaded.info.device}, {loaded.info.dtype})")
-    results = run_evaluation(pairs, info, loaded, methods, out, m2c=m2c)
+    results = run_evaluation(data.pairs, data.dataset, loaded, methods, out, m2c=data.m2c)
     result.results, result.report, passed = out, *_gates_and_report(console, results, out)
     if names != DEMO_METHODS:
         llm_out = out / "llm"
         console.print(f"      evaluate the LLM on {', '.join(LLM_METHODS)} (it translates the English items itself)")
-        llm = self_translation(pairs, info, settings, llm_out)
+        llm = self_translation(data.pairs, data.dataset, settings, llm_out)
         result.llm_results, result.llm_report, llm_passed = llm_out, *_gates_and_report(console, llm, llm_out)
         passed = passed and llm_passed
     result.gates_passed = passed

@@ -41,7 +41,7 @@ def run(
     report: bool = typer.Option(True, "--report/--no-report", help="Write the report after the run"),
 ) -> None:
     """Run methods on a released version; writes results.parquet, summary.json and the report to --out."""
-    from evaluate.data import load_release_m2c, load_release_pairs
+    from evaluate.data import load_release
     from evaluate.methods import EvalOptions, resolve
     from evaluate.models import load_model
     from evaluate.run import run_evaluation
@@ -49,12 +49,7 @@ def run(
     try:
         chosen = resolve(methods)
         options = EvalOptions(bos_policy=bos, probe_pooling=probe_pooling, probe_groups=probe_groups, probe_jobs=probe_jobs)
-        wanted = codes(langs)
-        pairs, info = load_release_pairs(release, version, wanted)
-        m2c = None
-        if any(m.name == "m2c" for m in chosen):
-            m2c, m2c_configs = load_release_m2c(release, version, wanted)
-            info = info.model_copy(update={"configs": info.configs + m2c_configs})
+        data = load_release(release, version, codes(langs), m2c=any(m.name == "m2c" for m in chosen))
         if endpoint:
             loaded, settings = None, LLMSettings(base_url=endpoint, api_key=os.environ.get("OPENAI_API_KEY") or "not-needed",
                                                  model=model, concurrency=concurrency)
@@ -64,8 +59,11 @@ def run(
             where = f"{loaded.info.device} ({loaded.info.dtype}, batch {loaded.info.batch_size})"
     except Exception as exc:  # noqa: BLE001 - every bad input ends as one clear line
         fail(exc)
-    err.print(f"{len(pairs)} pairs{f' and {len(m2c)} M2C tests' if m2c is not None else ''} in {', '.join(info.configs)} "
-              f"from {info.source} {info.version}; model {model} on {where}", highlight=False)
+    info = data.dataset
+    err.print(f"{len(data.pairs)} pairs{f' and {len(data.m2c)} M2C tests' if data.m2c is not None else ''} in "
+              f"{', '.join(info.configs)} from {info.source} {info.version}; model {model} on {where}", highlight=False)
+    if info.languages_note:
+        err.print(f"[yellow]{info.languages_note}[/yellow]", highlight=False)
     with bars.Progress(bars.TextColumn("[bold]{task.description}"), bars.BarColumn(), bars.MofNCompleteColumn(),
                        bars.TimeElapsedColumn(), console=err) as bar:
         tasks: dict[str, int] = {}
@@ -76,7 +74,8 @@ def run(
             bar.update(tasks[task], completed=done, total=total)
 
         try:
-            results = run_evaluation(pairs, info, loaded, chosen, out_dir, options, progress, m2c=m2c, endpoint=settings)
+            results = run_evaluation(data.pairs, info, loaded, chosen, out_dir, options, progress, m2c=data.m2c,
+                                     endpoint=settings)
         except Exception as exc:  # noqa: BLE001
             fail(exc)
     _print_headline(results)

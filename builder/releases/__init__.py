@@ -1,8 +1,9 @@
 """Versioned releases: publish reviewed data as immutable Hugging Face datasets, and read them back.
 
-`load`, `manifest` and `configs` are the loader API evaluation uses (see contracts: release layout).
+`load`, `manifest`, `configs` and `languages` are the loader API evaluation uses.
 """
 
-from builder.releases.reading import configs, load, manifest
+from builder.releases.declarations import ReleaseLanguages
+from builder.releases.reading import configs, languages, load, manifest
 
-__all__ = ["configs", "load", "manifest"]
+__all__ = ["ReleaseLanguages", "configs", "languages", "load", "manifest"]

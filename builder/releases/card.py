@@ -9,9 +9,8 @@ from __future__ import annotations
 import datasets
 from huggingface_hub import DatasetCard, DatasetCardData
 
-from builder.languages import registry
 from builder.paths import data_dir
-from builder.records import NEGATIVE_TYPES
+from builder.records import NEGATIVE_TYPES, Language
 from builder.releases.features import (
     COLUMN_DOCS,
     M2C_FEATURES,
@@ -70,10 +69,11 @@ def card_data(*, files: dict[str, list[str]], sizes: dict[str, tuple[int, int]],
 
 
 def render(*, data: DatasetCardData, version: str, parent: str | None, created_at: str, stats: ReleaseStats,
-           changelog: list[dict], code_version: str) -> DatasetCard:
+           languages: list[Language], changelog: list[dict], code_version: str) -> DatasetCard:
+    """`languages`: the released languages' declarations, shown whole (the manifest holds the same)."""
     configs = sorted(stats.counts)
     pair_configs = [c for c in configs if not is_m2c(c)]
-    names = registry()
+    names = {lang.code: lang for lang in languages}
     return DatasetCard.from_template(
         data,
         template_path=str(data_dir() / "release" / "card_template.md"),
@@ -82,7 +82,8 @@ def render(*, data: DatasetCardData, version: str, parent: str | None, created_a
         created_at=created_at,
         pair_configs=pair_configs,
         m2c_configs=[c for c in configs if is_m2c(c)],
-        language_names=", ".join(f"{names[c].name} ({c})" if c in names else c for c in pair_configs),
+        language_names=", ".join(f"{names[c].name} ({c})" for c in pair_configs),
+        languages=languages,
         total_rows=stats.rows,
         pair_columns=[(k, _dtype(f), COLUMN_DOCS[k]) for k, f in PAIR_FEATURES.items()],
         m2c_columns=[(k, _dtype(f), COLUMN_DOCS[k]) for k, f in M2C_FEATURES.items()],

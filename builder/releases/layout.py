@@ -13,8 +13,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from builder.paths import data_dir
+from builder.records import Language
 from builder.releases import card as card_mod
 from builder.releases.croissant import croissant
+from builder.releases.declarations import MANIFEST_FIELD, to_manifest
 from builder.releases.stats import ReleaseStats
 from builder.releases.store import MANIFEST, sha256
 
@@ -37,10 +39,13 @@ def parquet_bytes(table: pa.Table) -> bytes:
     return buf.getvalue()
 
 
-def write_release(folder: Path, *, tables: dict[str, pa.Table], langs: list[str], version: str, parent: str | None, created_at: str,
-                  stats: ReleaseStats, changelog: list[dict], changes: dict, notes: str, pretty_name: str,
+def write_release(folder: Path, *, tables: dict[str, pa.Table], languages: list[Language], version: str, parent: str | None,
+                  created_at: str, stats: ReleaseStats, changelog: list[dict], changes: dict, notes: str, pretty_name: str,
                   license: str) -> dict:
-    """Write every file of the version into `folder`; returns the manifest (also written, last)."""
+    """Write every file of the version into `folder`; returns the manifest (also written, last).
+
+    `languages` are the released languages' declarations, written whole into the manifest and the card."""
+    langs = [lang.code for lang in languages]
     files: dict[str, str] = {}
     paths: dict[str, list[str]] = {}
     sizes: dict[str, tuple[int, int]] = {}
@@ -54,7 +59,7 @@ def write_release(folder: Path, *, tables: dict[str, pa.Table], langs: list[str]
     data_card = card_mod.card_data(files=paths, sizes=sizes, pretty_name=pretty_name, license=license, langs=langs)
     code = code_version()
     readme = card_mod.render(data=data_card, version=version, parent=parent, created_at=created_at, stats=stats,
-                             changelog=changelog, code_version=code).content
+                             languages=languages, changelog=changelog, code_version=code).content
     citation = (data_dir() / "release" / "citations.bib").read_text(encoding="utf-8").strip()
     cr = croissant(name=pretty_name, version=version, license=license, created_at=created_at, langs=langs,
                    files=dict(files), stats=stats, citation=citation)
@@ -68,6 +73,7 @@ def write_release(folder: Path, *, tables: dict[str, pa.Table], langs: list[str]
         "created_at": created_at,
         "files": dict(sorted(files.items())),
         "configs": sorted(tables),
+        MANIFEST_FIELD: to_manifest(languages),
         "counts": {name: table.num_rows for name, table in sorted(tables.items())},
         "by_type": stats.counts,
         "models": stats.models,

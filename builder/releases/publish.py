@@ -12,10 +12,12 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
+from builder.languages import registry
 from builder.releases import hub as hub_mod
 from builder.releases import rows as rows_mod
 from builder.releases import versions as V
 from builder.releases.checks import CheckReport, ReleaseCheckError, run_checks
+from builder.releases.declarations import released
 from builder.releases.diff import diff_tables
 from builder.releases.layout import write_release
 from builder.releases.reading import LocalSource
@@ -102,6 +104,7 @@ def publish(ws: Workspace, req: PublishRequest, *, api=None) -> PublishResult:
     lap("checks")
     if not report.ok:
         raise ReleaseCheckError(report)
+    languages = released(registry(ws), sorted({r.lang for r in kept.values()}))
     tables = {name: rows.table() for name, rows in kept.items()}
     changes = {d.config: d.counts() for d in diff_tables(previous, tables)} if previous else {}
     counts = {name: t.num_rows for name, t in sorted(tables.items())}
@@ -126,7 +129,7 @@ def publish(ws: Workspace, req: PublishRequest, *, api=None) -> PublishResult:
         with store.build_dir() as tmp:
             folder = tmp / "release"
             folder.mkdir()
-            manifest = write_release(folder, tables=tables, langs=sorted({r.lang for r in kept.values()}), version=version,
+            manifest = write_release(folder, tables=tables, languages=languages, version=version,
                                      parent=parent, created_at=created_at, stats=stats, changelog=changelog,
                                      changes=changes, notes=req.notes, pretty_name=req.pretty_name, license=req.license)
             lap("write")

@@ -17,6 +17,7 @@ import pyarrow.parquet as pq
 from datasets.table import InMemoryTable
 
 from builder.releases import versions as V
+from builder.releases.declarations import ReleaseLanguages, from_manifest
 from builder.releases.store import MANIFEST, ReleaseStore, StoreError, sha256
 
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
@@ -119,3 +120,8 @@ def manifest(source: str | Path, version: str) -> dict:
 
 def configs(source: str | Path, version: str) -> list[str]:
     return list(manifest(source, version)["configs"])
+
+
+def languages(source: str | Path, version: str) -> ReleaseLanguages:
+    """Each language's declaration (name, typology, script, prompts, ...) as the version was published with it."""
+    return from_manifest(manifest(source, version))

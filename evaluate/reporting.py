@@ -1,0 +1,88 @@
+"""What every section of the evaluation report is made with: the page being written, Markdown tables, figures.
+
+`evaluate.report` writes what is common to every run (header, headline scores, cross-method figures)
+and asks each method that ran for its own section (`Method.report(page)`), so a method's tables and
+figures live in its module. Each figure is saved as DIR/plots/<name>.png next to <name>.csv holding
+exactly the numbers drawn; a figure without data is left out with the reason, and the page keeps
+the order figures were drawn or left out in, for the report's figure list. Languages' typology
+comes from the results (the release's declarations), never from a registry. `plt` is pyplot with a
+file-only backend, for every module that draws.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402 - the backend is chosen before pyplot loads
+import pandas as pd  # noqa: E402
+
+from builder.records import Language  # noqa: E402
+from evaluate.results import Results  # noqa: E402
+
+TYPOLOGIES = ("analytic", "inflectional", "agglutinative")
+UNKNOWN = "unknown"  # the typology of a language the results hold no declaration for
+EXCLUDED_FROM_TYPOLOGY = "en"
+
+__all__ = ["EXCLUDED_FROM_TYPOLOGY", "TYPOLOGIES", "UNKNOWN", "Page", "joined", "plt", "table"]
+
+
+def table(df: pd.DataFrame) -> str:
+    """A Markdown table; floats with three decimals."""
+    def fmt(v):
+        return f"{v:.3f}" if isinstance(v, float) else str(v)
+    head = "| " + " | ".join(map(str, df.columns)) + " |\n|" + "---|" * len(df.columns) + "\n"
+    return head + "".join("| " + " | ".join(fmt(v) for v in row) + " |\n" for row in df.itertuples(index=False))
+
+
+def joined(codes) -> str:
+    """The distinct language codes of a group, for a figure's data (which languages a bar averages)."""
+    return ",".join(sorted(set(codes)))
+
+
+@dataclass
+class Page:
+    """One report being written: the results it shows and the figures drawn for it so far."""
+
+    results: Results
+    plots: Path
+    drawn: dict[str, int] = field(default_factory=dict)  # figure name -> number of values drawn
+    omitted: dict[str, str] = field(default_factory=dict)  # figure name -> why it has no data
+    figures: list[str] = field(default_factory=list)  # drawn and omitted, in order
+
+    @cached_property
+    def scores(self) -> pd.DataFrame:
+        return self.results.score_frame()
+
+    @cached_property
+    def languages(self) -> dict[str, Language]:
+        return {lang.code: lang for lang in self.results.config.dataset.languages}
+
+    def typology(self, langs) -> dict[str, str]:
+        return {lang: self.languages[lang].typology if lang in self.languages else UNKNOWN for lang in langs}
+
+    def typologies(self, present) -> list[str]:
+        """The typologies among `present`, in their fixed order, unknown last."""
+        return [t for t in (*TYPOLOGIES, UNKNOWN) if t in set(present)]
+
+    def lang_order(self, langs) -> list[str]:
+        """Languages grouped by typology (in `TYPOLOGIES` order, unknown last), then by code."""
+        typ = self.typology(langs)
+        rank = {t: i for i, t in enumerate(TYPOLOGIES)}
+        return sorted(langs, key=lambda lang: (rank.get(typ[lang], len(rank)), lang))
+
+    def save(self, fig, data: pd.DataFrame, name: str) -> None:
+        fig.tight_layout()
+        fig.savefig(self.plots / f"{name}.png", dpi=110)
+        plt.close(fig)
+        data.to_csv(self.plots / f"{name}.csv", index=False)
+        self.drawn[name] = int(data["value"].notna().sum()) if "value" in data else len(data)
+        self.figures.append(name)
+
+    def omit(self, name: str, why: str) -> None:
+        self.omitted[name] = why
+        self.figures.append(name)
