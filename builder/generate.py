@@ -2,7 +2,8 @@
 
 One request per concept-property (a positive concept with its negatives): the acceptable sentence
 is written once and shared by every negative. Each pair must pass the integrity check; failing pairs
-are re-asked with the reason, then flagged for review. English comes straight from the COMPS fields.
+are re-asked with the reason (the client's re-ask loop), then stored flagged for review, with the
+reason, and flagged in `flags`. English comes straight from the COMPS fields.
 """
 
 from __future__ import annotations
@@ -15,9 +16,11 @@ from dataclasses import dataclass, field
 from pydantic import BaseModel
 from sqlalchemy import select
 
+from builder.flags import clear_flags, record_flags
 from builder.integrity import Located, Realisation, check_pair, locate
 from builder.languages import SOURCE_LANGUAGE
-from builder.llm.client import LLMClient, Request, validate_items
+from builder.llm.client import LLMClient, Request
+from builder.llm.items import Rejected
 from builder.prompts import load
 from builder.runner import Progress
 from builder.records import Language, SentencePair
@@ -150,77 +153,70 @@ def request_for(lang: Language, group: list[dict], words, concepts, props, fixed
                    expected_output_tokens=60 * len(ids))
 
 
+REWRITE = ("Rewrite them so that each contains its verified word and all sentences are identical outside the "
+           "concept span.")
+
+
 async def _run_group(ws, client: LLMClient, lang, group, words, concepts, props, summary, counter, progress,
                      feedback: str = "") -> None:
     acc_id = group[0]["acceptable_id"]
     fixed = None if feedback else _shared_acceptable(ws, group[0]["group_id"], lang.code)
-    req = request_for(lang, group, words, concepts, props, fixed, feedback)
     pending = {p["unacceptable_id"]: p for p in group}
-    located: dict[str, Located] = {}
+    located: dict[str, Located] = {}  # the latest sentence that locates its concept, also for pairs flagged in the end
     if fixed:
         s = fixed["spans"]
         located[acc_id] = Located(sentence=fixed["acceptable"], concept=tuple(s["acceptable_concept"]),
                                   property=tuple(s["acceptable_property"]), form=fixed["acceptable_form"], inflected=False)
-    reasons: dict[str, str] = {}
-    call_id = None
-    for _ in range(client.settings.max_reasks + 1):
-        reply = await client.ask(req, SentenceBatch)
-        if reply is None:
-            return
-        call_id = reply.call_id
-        try:
-            raw = json.loads(reply.text)["sentences"]
-            if not isinstance(raw, list):
-                raise TypeError("'sentences' is not a list")
-        except (json.JSONDecodeError, KeyError, TypeError) as exc:
-            req = req.followup(reply.text, f"Your reply could not be read ({exc}). Reply with the JSON object only.")
-            continue
-        good, bad = validate_items(raw, SentenceItem, key=lambda s: s.id)
-        reasons = {}
-        for cid in [acc_id, *pending] if acc_id not in located else list(pending):
-            if cid not in good:
-                reasons[cid] = bad.get(cid, "missing from the reply")
-                continue
-            loc, why = locate(good[cid], words[cid]["text"])
+
+    def check(items: dict[str, SentenceItem]) -> dict[str, Located | Rejected]:
+        """Locate every concept; then each negative must share the acceptable sentence's frame."""
+        verdicts: dict[str, Located | Rejected] = {}
+        for cid, item in items.items():
+            loc, why = locate(item, words[cid]["text"])
             if loc is None:
-                reasons[cid] = why
+                verdicts[cid] = Rejected(why)
             else:
                 located[cid] = loc
-        if acc_id in located:
-            passed = []
-            for cid, pair in pending.items():
-                if cid in located and not (why := check_pair(located[acc_id], located[cid])):
-                    passed.append(cid)
-                elif cid in located:
-                    reasons[cid] = why
-                    located.pop(cid)
-            _store(ws, lang.code, [pending[c] for c in passed], located, acc_id, reply.call_id, "generated", {})
-            for cid in passed:
-                pending.pop(cid)
-            counter["done"] += len(passed)
-            summary.generated[lang.code] += len(passed)
-            if progress:
-                progress(lang.code, counter["done"], counter["total"])
-        if not pending:
-            return
-        asked = ([acc_id] if acc_id not in located else []) + list(pending)
-        problems = "; ".join(f"{cid}: {reasons.get(cid, 'rejected')}" for cid in asked)
-        req = req.followup(
-            reply.text,
-            f"These sentences were rejected: {problems}. Rewrite them so that each contains its verified word and "
-            "all sentences are identical outside the concept span. Reply with a JSON object "
-            '{"sentences": [...]} holding only those ids'
-            + (f" and {acc_id}" if acc_id in located and fixed is None else "") + ".",
-        )
-    # Out of re-asks: keep what we have, flagged for a curator.
-    _store(ws, lang.code, list(pending.values()), located, acc_id, call_id, "flagged", reasons)
-    summary.flagged[lang.code] += len(pending)
-    counter["done"] += len(pending)
-    if progress:
+                verdicts[cid] = loc
+        acc = located.get(acc_id)  # fixed, accepted in an earlier reply, or located just now
+        for cid in pending.keys() & items.keys():
+            if isinstance(verdicts[cid], Rejected):
+                continue
+            if acc is None:
+                verdicts[cid] = Rejected(f"its acceptable sentence ({acc_id}) is not valid yet")
+            elif why := check_pair(acc, verdicts[cid]):
+                verdicts[cid] = Rejected(why)
+                located.pop(cid)
+        return verdicts
+
+    def store(accepted: dict[str, Located], call_id: str) -> None:
+        passed = [pending[cid] for cid in accepted if cid in pending]
+        _store(ws, lang.code, passed, located, acc_id, call_id, "generated", {})
+        counter["done"] += len(passed)
+        summary.generated[lang.code] += len(passed)
+        if progress and passed:
+            progress(lang.code, counter["done"], counter["total"])
+
+    req = request_for(lang, group, words, concepts, props, fixed, feedback)
+    wanted = ([] if fixed else [acc_id]) + list(pending)
+    outcome = await client.ask_items(req, SentenceBatch, wanted, store, check=check, instruction=REWRITE,
+                                     context_ids=[acc_id] if fixed else [])
+    if outcome.deferred:
+        return
+    # Out of re-asks: keep what we have, flagged for a curator, with the reason (the acceptable sentence's, when it failed).
+    left = [p for cid, p in pending.items() if cid in outcome.flags]
+    why = outcome.reasons
+    reasons = {p["unacceptable_id"]: f"acceptable sentence: {why[acc_id]}" if acc_id in why else why[p["unacceptable_id"]]
+               for p in left}
+    _store(ws, lang.code, left, located, acc_id, outcome.last_call_id, "flagged", reasons)
+    summary.flagged[lang.code] += len(left)
+    counter["done"] += len(left)
+    if progress and left:
         progress(lang.code, counter["done"], counter["total"])
 
 
-def _store(ws, lang, pairs, located: dict[str, Located], acc_id, call_id, status, reasons) -> None:
+def _store(ws, lang, pairs, located: dict[str, Located], acc_id, call_id, status, reasons: dict[str, str]) -> None:
+    """Write the pairs (replacing an earlier version) and set or clear their flags, in one transaction."""
     if not pairs:
         return
     ts = now()
@@ -237,11 +233,13 @@ def _store(ws, lang, pairs, located: dict[str, Located], acc_id, call_id, status
                     "unacceptable_property": un.property if un else None,
                 },
                 acceptable_form=acc.form if acc else "", unacceptable_form=un.form if un else "", status=status,
-                reason=(reasons.get(p["unacceptable_id"]) or reasons.get(acc_id, "")) if status == "flagged" else "",
-                origin="llm", llm_call_id=call_id,
+                reason=reasons.get(p["unacceptable_id"], ""), origin="llm", llm_call_id=call_id,
             )
             conn.execute(t.sentence_pairs.delete().where(t.sentence_pairs.c.pair_id == p["id"], t.sentence_pairs.c.lang == lang))
             conn.execute(t.sentence_pairs.insert().values(**record.model_dump(mode="json"), created_at=ts))
+        record_flags(conn, "generate", lang, {p["id"]: reasons[p["unacceptable_id"]] for p in pairs if status == "flagged"})
+        if status == "generated":
+            clear_flags(conn, "generate", lang, [p["id"] for p in pairs])
 
 
 def _store_english(ws: Workspace, pairs: list[dict], props: dict) -> None:

@@ -10,6 +10,7 @@ from typing import Any
 from rich.console import Console
 from rich import progress as bars
 
+from builder.llm.cache import LLMCache
 from builder.llm.client import LLMClient, Plan, Stats
 from builder.llm.config import LLMSettings
 from builder.workspace.store import Workspace
@@ -37,7 +38,7 @@ def run_stage(
     console = console or Console(stderr=True)
 
     async def main() -> StageRun:
-        client = LLMClient(ws, settings)
+        client = LLMClient(LLMCache.of_workspace(ws), settings)
         try:
             collected = await client.collect_batches() if settings.batch else {}
             with bars.Progress(

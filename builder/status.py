@@ -1,12 +1,15 @@
-"""Per language and stage: how many items are pending, proposed, verified, generated and flagged."""
+"""Per language and stage: how many items are pending, proposed, verified, generated and flagged;
+and the items the LLM stages flagged, with their reasons."""
 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Collection
 
 from pydantic import BaseModel
 from sqlalchemy import func, select
 
+from builder.flags import Flag, flag_counts, list_flags
 from builder.languages import SOURCE_LANGUAGE
 from builder.workspace import schema as t
 from builder.workspace.store import Workspace
@@ -24,6 +27,11 @@ class LanguageStatus(BaseModel):
     lang: str
     translate: StageCounts
     generate: StageCounts
+    flags: dict[str, int]  # LLM stage -> items it gave up on (builder.flags), for every stage that has some
+
+
+class FlaggedItem(Flag):
+    what: str  # the item in words: the English text, the pair, or "" where the workspace cannot tell
 
 
 def status(ws: Workspace, codes: list[str]) -> list[LanguageStatus]:
@@ -37,7 +45,7 @@ def status(ws: Workspace, codes: list[str]) -> list[LanguageStatus]:
     verified_keys = {(r["lang"], r["item_id"]) for r in ws.rows(select(t.verified_words.c.lang, t.verified_words.c.item_id))}
     open_proposals = Counter(r["lang"] for r in proposed_rows if (r["lang"], r["item_id"]) not in verified_keys)
     ambiguous = Counter(r["lang"] for r in proposed_rows if r["ambiguous"] and (r["lang"], r["item_id"]) not in verified_keys)
-    failed = Counter(r["lang"] for r in ws.rows(select(t.flags.c.lang).where(t.flags.c.stage == "translate")))
+    flags = flag_counts(ws)
     sentences = {
         (r["lang"], r["status"]): r["n"]
         for r in ws.rows(
@@ -52,12 +60,23 @@ def status(ws: Workspace, codes: list[str]) -> list[LanguageStatus]:
         tr = StageCounts(
             verified=v,
             proposed=open_proposals[code],
-            flagged=ambiguous[code] + failed[code],
-            pending=max(0, n_items - v - open_proposals[code] - failed[code]),
+            flagged=ambiguous[code] + flags["translate", code],
+            pending=max(0, n_items - v - open_proposals[code] - flags["translate", code]),
         )
         gen_ok, gen_flag = sentences.get((code, "generated"), 0), sentences.get((code, "flagged"), 0)
         ge = StageCounts(generated=gen_ok, flagged=gen_flag, pending=max(0, n_pairs - gen_ok - gen_flag))
         if code == SOURCE_LANGUAGE:
             tr = StageCounts(verified=v)
-        out.append(LanguageStatus(lang=code, translate=tr, generate=ge))
+        out.append(LanguageStatus(lang=code, translate=tr, generate=ge,
+                                  flags={stage: n for (stage, lang), n in sorted(flags.items()) if lang == code}))
     return out
+
+
+def flagged_items(ws: Workspace, *, stage: str | None = None, langs: Collection[str] | None = None) -> list[FlaggedItem]:
+    """The flagged items, each with what it is: a concept's or property's English, or a pair's concepts and property."""
+    english = {r["id"]: r["english"] for table in (t.concepts, t.properties)
+               for r in ws.rows(select(table.c.id, table.c.english))}
+    pairs = {r["id"]: f"{english[r['acceptable_id']]} / {english[r['unacceptable_id']]}: {english[r['property_id']]}"
+             for r in ws.rows(select(t.pairs.c.id, t.pairs.c.acceptable_id, t.pairs.c.unacceptable_id, t.pairs.c.property_id))}
+    return [FlaggedItem(**f.model_dump(), what=english.get(f.item_id) or pairs.get(f.item_id, ""))
+            for f in list_flags(ws, stage=stage, langs=langs)]

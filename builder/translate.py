@@ -1,8 +1,9 @@
 """Stage 2 of XCOMPS: the LLM translates concepts and properties into a target language.
 
 Items go several to a request, with the English source, the German and Chinese seeds and the
-category as context. Replies are validated item by item; good items are stored at once with their
-call's lineage, and only the bad or missing ones are asked again, a bounded number of times.
+category as context. The client's re-ask loop validates replies item by item; good items are stored
+at once with their call's lineage, only the bad or missing ones are asked again, a bounded number of
+times, and the ones given up on are flagged with the reason.
 """
 
 from __future__ import annotations
@@ -14,8 +15,9 @@ from dataclasses import dataclass, field
 from pydantic import BaseModel, Field, field_validator
 from sqlalchemy import select
 
+from builder.flags import clear_flags, record_flags
 from builder.languages import SEED_LANGUAGES, SOURCE_LANGUAGE
-from builder.llm.client import LLMClient, Request, validate_items
+from builder.llm.client import LLMClient, Request
 from builder.prompts import load
 from builder.runner import Progress
 from builder.records import Language, Proposal
@@ -79,13 +81,11 @@ async def translate(
     *,
     scope: Scope = Scope(),
     items_per_request: int = 10,
-    max_item_attempts: int | None = None,
     progress: Progress | None = None,
 ) -> TranslateSummary:
     summary = TranslateSummary()
     items = scope.items(ws)
     seed_text = seeds(ws, SEED_LANGUAGES)
-    attempts = max_item_attempts if max_item_attempts is not None else client.settings.max_reasks + 1
     jobs = []
     for lang in languages:
         if lang.code == SOURCE_LANGUAGE:
@@ -104,81 +104,52 @@ async def translate(
         for chunk in _chunks(todo, items_per_request):
             want = [it for it in chunk if it["id"] not in proposed and it["id"] not in done]
             if want:
-                jobs.append(_run_chunk(ws, client, lang, want, seed_text, attempts, summary, counter, progress))
+                jobs.append(_run_chunk(ws, client, lang, want, seed_text, summary, counter, progress))
     await asyncio.gather(*jobs)
     return summary
 
 
-async def _run_chunk(ws, client, lang, chunk, seed_text, attempts, summary, counter, progress) -> None:
-    wanted = {it["id"]: it for it in chunk}
-    req = request_for(lang, chunk, seed_text)
-    errors: dict[str, str] = {}
-    for _ in range(attempts):
-        reply = await client.ask(req, TranslationBatch)
-        if reply is None:  # deferred: dry run or batch submission
-            return
-        try:
-            raw_items = json.loads(reply.text)["items"]
-            if not isinstance(raw_items, list):
-                raise TypeError("'items' is not a list")
-        except (json.JSONDecodeError, KeyError, TypeError) as exc:
-            req = req.followup(reply.text, f"Your reply could not be read ({exc}). Reply with the JSON object only.")
-            continue
-        good, bad = validate_items(raw_items, TranslationItem, key=lambda i: i.id)
-        good = {k: v for k, v in good.items() if k in wanted}
-        stored = _store(ws, lang.code, wanted, good, reply.call_id)
+async def _run_chunk(ws, client: LLMClient, lang, chunk, seed_text, summary, counter, progress) -> None:
+    targets = {it["id"]: (it["kind"], 1) for it in chunk}
+
+    def store(good: dict[str, TranslationItem], call_id: str) -> None:
+        stored = _store(ws, lang.code, "translate", targets, good, call_id)
         summary.proposed[lang.code] += stored
         counter["done"] += stored
         if progress:
             progress(lang.code, counter["done"], counter["total"])
-        for k in good:
-            wanted.pop(k, None)
-        if not wanted:
-            return
-        errors = {k: bad.get(k, "missing from the reply") for k in wanted}
-        problems = "; ".join(f"{k}: {v}" for k, v in errors.items())
-        req = req.followup(
-            reply.text,
-            f"These items were missing or invalid: {problems}. Reply again with a JSON object "
-            '{"items": [...]} holding only those items.',
-        )
-    _flag(ws, lang.code, wanted, errors)
-    summary.flagged[lang.code] += len(wanted)
+
+    outcome = await client.ask_items(request_for(lang, chunk, seed_text), TranslationBatch, targets, store)
+    with ws.transaction() as conn:
+        record_flags(conn, "translate", lang.code, outcome.reasons)
+    summary.flagged[lang.code] += len(outcome.flags)
 
 
 def _proposed_ids(ws: Workspace, lang: str) -> set[str]:
     return {r["item_id"] for r in ws.rows(select(t.proposals.c.item_id).where(t.proposals.c.lang == lang))}
 
 
-def _store(ws: Workspace, lang: str, wanted: dict[str, dict], good: dict[str, TranslationItem], call_id: str) -> int:
-    if not good:
-        return 0
+def _store(ws: Workspace, lang: str, stage: str, targets: dict[str, tuple[str, int]], good: dict[str, TranslationItem],
+           call_id: str) -> int:
+    """Store each good item as a proposal of its target (kind, revision) and clear its flag, in one transaction.
+
+    Exactly one proposal per item and revision: a reply already stored (a resumed run) is not stored twice.
+    """
     ts = now()
     with ws.transaction() as conn:
-        # Exactly one proposal per item and revision: a reply already stored is never stored twice.
-        exists = set(conn.execute(
-            select(t.proposals.c.item_id).where(t.proposals.c.lang == lang, t.proposals.c.item_id.in_(list(good)))
-        ).scalars())
+        exists = {(r.item_id, r.revision) for r in conn.execute(
+            select(t.proposals.c.item_id, t.proposals.c.revision).where(t.proposals.c.lang == lang,
+                                                                          t.proposals.c.item_id.in_(list(good))))}
         rows = [
-            {**Proposal(item_id=item_id, kind=wanted[item_id]["kind"], lang=lang, revision=1, text=item.translation,
-                        alternatives=[a for a in item.alternatives if a.strip()][:5], note=item.note.strip(),
-                        ambiguous=item.ambiguous, llm_call_id=call_id).model_dump(), "created_at": ts}
-            for item_id, item in good.items() if item_id not in exists
+            {**Proposal(item_id=item_id, kind=targets[item_id][0], lang=lang, revision=targets[item_id][1],
+                        text=item.translation, alternatives=[a for a in item.alternatives if a.strip()][:5],
+                        note=item.note.strip(), ambiguous=item.ambiguous, llm_call_id=call_id).model_dump(), "created_at": ts}
+            for item_id, item in good.items() if (item_id, targets[item_id][1]) not in exists
         ]
         if rows:
             conn.execute(t.proposals.insert(), rows)
-            conn.execute(t.flags.delete().where(t.flags.c.stage == "translate", t.flags.c.lang == lang,
-                                                t.flags.c.item_id.in_([r["item_id"] for r in rows])))
+        clear_flags(conn, stage, lang, good)
     return len(rows)
-
-
-def _flag(ws: Workspace, lang: str, wanted: dict[str, dict], errors: dict[str, str]) -> None:
-    ts = now()
-    with ws.transaction() as conn:
-        for item_id in wanted:
-            conn.execute(t.flags.delete().where(t.flags.c.stage == "translate", t.flags.c.item_id == item_id, t.flags.c.lang == lang))
-            conn.execute(t.flags.insert().values(stage="translate", item_id=item_id, lang=lang,
-                                                 reason=errors.get(item_id, "no valid reply"), created_at=ts))
 
 
 async def repropose(ws: Workspace, client: LLMClient, lang: Language, rejected: dict[str, dict]) -> int:
@@ -194,29 +165,18 @@ async def repropose(ws: Workspace, client: LLMClient, lang: Language, rejected: 
          "proposal": r["proposal"]["text"], "decision": r["decision"], "comment": r["comment"] or "(no comment)"}
         for i, r in sorted(rejected.items())
     ]
+    targets = {i: (r["proposal"]["kind"], r["proposal"]["revision"] + 1) for i, r in rejected.items()}
     stored = 0
+
+    def store(good: dict[str, TranslationItem], call_id: str) -> None:
+        nonlocal stored
+        stored += _store(ws, lang.code, "repropose", targets, good, call_id)
+
     for chunk in _chunks(payload, 10):
         req = Request((("system", prompt.system.format(**fields)),
                        ("user", follow.user.format(items_json=json.dumps(chunk, ensure_ascii=False, indent=1), **fields))),
                       "translations", "repropose", lang.code, prompt.hash + follow.hash[:8])
-        reply = await client.ask_valid(req, TranslationBatch)
-        if reply is None or reply.value is None:
-            continue
-        rows = []
-        for item in reply.value.items:
-            prev = rejected.get(item.id)
-            if prev is None:
-                continue
-            rows.append({**Proposal(item_id=item.id, kind=prev["proposal"]["kind"], lang=lang.code,
-                                    revision=prev["proposal"]["revision"] + 1, text=item.translation,
-                                    alternatives=item.alternatives[:5], note=item.note.strip(), ambiguous=item.ambiguous,
-                                    llm_call_id=reply.call_id).model_dump(), "created_at": now()})
+        outcome = await client.ask_items(req, TranslationBatch, [it["id"] for it in chunk], store)
         with ws.transaction() as conn:
-            for row in rows:  # a revision already stored (a resumed run) is not stored twice
-                exists = conn.execute(select(t.proposals.c.id).where(
-                    t.proposals.c.item_id == row["item_id"], t.proposals.c.lang == lang.code,
-                    t.proposals.c.revision == row["revision"])).first()
-                if exists is None:
-                    conn.execute(t.proposals.insert().values(**row))
-                    stored += 1
+            record_flags(conn, "repropose", lang.code, outcome.reasons)
     return stored

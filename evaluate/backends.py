@@ -1,9 +1,9 @@
 """Text generation for the generative methods: a local transformers model or an OpenAI-compatible endpoint.
 
 Both take plain prompts and return the model's continuation as text, decoded greedily unless a
-sampled run is asked for. The endpoint goes through the construction pipeline's `LLMClient`, whose
-cache lives in the results folder (OUT/llm-cache): a re-run, or one resumed after a crash, sends
-nothing it already has. A vLLM server started with `--tensor-parallel-size N` is such an endpoint,
+sampled run is asked for. The endpoint goes through the construction pipeline's `LLMClient`, with an
+LLM cache of its own in the results folder (OUT/llm-cache.sqlite, no workspace): a re-run, or one
+resumed after a crash, sends nothing it already has. A vLLM server started with `--tensor-parallel-size N` is such an endpoint,
 which is how an evaluation outgrows one GPU (docs/evaluation.md).
 """
 
@@ -16,13 +16,14 @@ from typing import Protocol
 
 import torch
 
+from builder.llm.cache import LLMCache
 from builder.llm.client import LLMClient, Request, prompt_hash
 from builder.llm.config import LLMSettings
-from builder.workspace.store import init_workspace
 from evaluate.models import LoadedModel, ModelInfo
 from evaluate.scoring import length_batches
 
 ProgressFn = Callable[[int, int], None]
+CACHE_FILE = "llm-cache.sqlite"  # an endpoint's replies, in the results folder
 
 
 class Generator(Protocol):
@@ -78,21 +79,21 @@ class TransformersGenerator:
 
 
 class EndpointGenerator:
-    """Chat completions from an OpenAI-compatible endpoint, one user turn per prompt, cached in `cache_dir`."""
+    """Chat completions from an OpenAI-compatible endpoint, one user turn per prompt, cached in the file `cache_path`."""
 
-    def __init__(self, settings: LLMSettings, cache_dir: Path) -> None:
+    def __init__(self, settings: LLMSettings, cache_path: Path) -> None:
         self.settings = settings
-        self.cache_dir = Path(cache_dir)
+        self.cache_path = Path(cache_path)
         self.sent = 0
         self.cache_hits = 0
 
     def generate(self, prompts, *, max_new_tokens, stage, lang=None, temperature=None, seed=None, progress=None):
         unique = list(dict.fromkeys(prompts))  # a prompt asked twice at once would be sent twice
-        ws = init_workspace(self.cache_dir)
+        cache = LLMCache.open(self.cache_path)
         phash = prompt_hash(stage)
 
         async def go() -> list[str]:
-            client = LLMClient(ws, self.settings)
+            client = LLMClient(cache, self.settings)
             done = 0
 
             async def one(prompt: str) -> str:
@@ -115,7 +116,7 @@ class EndpointGenerator:
         try:
             return asyncio.run(go())
         finally:
-            ws.close()
+            cache.close()
 
 
 def endpoint_info(settings: LLMSettings) -> ModelInfo:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -18,7 +17,6 @@ from pathlib import Path
 import pandas as pd
 from pydantic import BaseModel, ConfigDict
 
-import builder
 from builder.records import Language
 from evaluate.methods import ITEM_COLUMNS, EvalOptions, Score
 from evaluate.models import ModelInfo
@@ -57,18 +55,6 @@ class RunConfig(BaseModel):
     def fingerprint(self) -> dict:
         """The parts that must match for earlier results to be reused (not the method list or the time)."""
         return self.model_dump(mode="json", exclude={"methods", "created_at"})
-
-
-def code_version() -> str:
-    """Package version, plus the commit (and `-dirty`) when running from a git checkout."""
-    here = Path(builder.__file__).resolve().parent.parent
-    try:
-        sha = subprocess.run(["git", "-C", str(here), "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(here), "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return builder.__version__
-    return f"{builder.__version__}+g{sha[:12]}{'-dirty' if dirty else ''}"
 
 
 def now() -> datetime:

@@ -21,11 +21,12 @@ from pathlib import Path
 import pandas as pd
 
 from builder.llm.config import LLMSettings
-from evaluate.backends import EndpointGenerator, TransformersGenerator, endpoint_info
+from builder.version import code_version
+from evaluate.backends import CACHE_FILE, EndpointGenerator, TransformersGenerator, endpoint_info
 from evaluate.data import check_pairs
 from evaluate.methods import Context, EvalOptions, Method, MethodOutput, Score, registry
 from evaluate.models import LoadedModel
-from evaluate.results import DatasetInfo, Results, RunConfig, code_version, now, write_json, write_parquet, write_results
+from evaluate.results import DatasetInfo, Results, RunConfig, now, write_json, write_parquet, write_results
 from evaluate.scoring import Scorer
 
 
@@ -74,7 +75,7 @@ def run_evaluation(pairs: pd.DataFrame, dataset: DatasetInfo, loaded: LoadedMode
     if loaded is not None:
         scorer, generator, info = Scorer(loaded, options.bos_policy), TransformersGenerator(loaded), loaded.info
     elif endpoint is not None:
-        scorer, generator, info = None, EndpointGenerator(endpoint, out_dir / "llm-cache"), endpoint_info(endpoint)
+        scorer, generator, info = None, EndpointGenerator(endpoint, out_dir / CACHE_FILE), endpoint_info(endpoint)
     else:
         raise ValueError("a model is needed: a loaded local model or endpoint settings")
     languages = {lang.code: lang for lang in dataset.languages}  # as the release declares them, never the registry's

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from annotation import server as ls_server
+from builder.llm.cache import LLMCache
 from builder.llm.client import LLMClient
 from builder.llm.config import LLMSettings
 from builder.llm.standin import Faults, Lexicon, StandinServer
@@ -52,7 +53,7 @@ def make_client(server):
     clients = []
 
     def make(ws, **kw) -> LLMClient:
-        c = LLMClient(ws, settings_for(server, **kw))
+        c = LLMClient(LLMCache.of_workspace(ws), settings_for(server, **kw))
         clients.append(c)
         return c
 

@@ -11,6 +11,7 @@ from typer.testing import CliRunner
 
 from builder import releases
 from builder.cli import app
+from builder.llm.cache import LLMCache
 from builder.paths import sample_dir
 from builder.workspace import schema as t
 from builder.workspace.store import open_workspace
@@ -65,8 +66,14 @@ def test_demo_stops_at_review_then_runs_the_whole_loop_on_the_recording(tmp_path
         llm_html = llm_report.read_text(encoding="utf-8")
         assert "Self-translation consistency" in llm_html and "recorded replies (recording.jsonl)" in llm_html
         assert (llm_report.parent / "plots" / "selftranslate_consistency.png").stat().st_size > 1000
-        llm_ws = open_workspace(report.parent / "llm" / "llm-cache")
-        llm_calls = llm_ws.rows(select(t.llm_calls.c.source, t.llm_calls.c.stage))
+        assert (report.parent / "llm" / "llm-cache.sqlite").is_file() and not (report.parent / "llm" / "workspace.sqlite").exists()
+        llm_cache = LLMCache.open(report.parent / "llm" / "llm-cache.sqlite")
+
+        def llm_rows(stmt):
+            with llm_cache.engine.connect() as conn:
+                return [dict(r._mapping) for r in conn.execute(stmt)]
+
+        llm_calls = llm_rows(select(t.llm_calls.c.source, t.llm_calls.c.stage))
         assert llm_calls and {c["source"] for c in llm_calls} == {"recording"}
         assert {c["stage"] for c in llm_calls} == {"selftranslate: translation", "selftranslate: answer"}
         summary = pd.read_parquet(report.parent / "llm" / "selftranslate_summary.parquet")
@@ -75,7 +82,7 @@ def test_demo_stops_at_review_then_runs_the_whole_loop_on_the_recording(tmp_path
         again = _demo(tmp_path, "--auto-review")
         assert again.returncode == 0 and "re-using it" in again.stdout
         assert len(ws.rows(select(t.llm_calls.c.id))) == len(calls)
-        assert len(llm_ws.rows(select(t.llm_calls.c.id))) == len(llm_calls)
+        assert len(llm_rows(select(t.llm_calls.c.id))) == len(llm_calls)
     finally:
         subprocess.run([sys.executable, "-m", "builder.cli", "review", "stop", "-w", str(tmp_path / "demo")],
                        capture_output=True, timeout=60)

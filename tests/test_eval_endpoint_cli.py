@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 
 from typer.testing import CliRunner
 
@@ -32,7 +33,19 @@ def test_endpoint_run_report_and_gates_on_consistency_and_morphological_errors(m
     summary = json.loads((out / "summary.json").read_text())
     assert summary["config"]["model"]["source"] == "endpoint" and summary["config"]["model"]["name"] == "standin-chat"
     assert "m2c_de" in summary["config"]["dataset"]["configs"]
-    assert (out / "llm-cache").is_dir() and (out / "plots" / "consistency_heatmaps.png").stat().st_size > 5000
+    assert (out / "plots" / "consistency_heatmaps.png").stat().st_size > 5000
+    # Its LLM cache is one file in the results folder, holding the cache's tables only: no workspace anywhere.
+    assert [p.name for p in out.rglob("*.sqlite*")] == ["llm-cache.sqlite"]
+    with sqlite3.connect(out / "llm-cache.sqlite") as db:
+        tables = {r[0] for r in db.execute("select name from sqlite_master where type = 'table'")}
+        assert tables == {"llm_calls", "llm_cache", "batches"}
+        cached = db.execute("select count(*) from llm_cache").fetchone()[0]
+    assert cached > 0
+    exported = cli("llm", "export-recording", str(tmp_path / "rec.jsonl"), "--cache", str(out / "llm-cache.sqlite"))
+    assert exported.exit_code == 0 and f"wrote {cached} replies" in exported.output
+    (tmp_path / "garbage.sqlite").write_text("not a database, " * 100)
+    refused = cli("llm", "export-recording", str(tmp_path / "rec2.jsonl"), "--cache", str(tmp_path / "garbage.sqlite"))
+    assert refused.exit_code == 1 and "garbage.sqlite is not an LLM cache" in refused.output
     md = (out / "report.md").read_text()
     assert "## M2C question answering" in md and "## Self-translation consistency" in md
     share = next(s["value"] for s in summary["scores"]

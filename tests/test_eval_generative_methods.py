@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from builder.llm.cache import LLMCache
 from builder.llm.client import LLMClient, LLMError, Request
 from evaluate.consistency import SAMPLED, SWAPPED, assemble, decisions
 from evaluate.methods import EvalOptions, resolve
@@ -73,7 +74,7 @@ def test_plain_text_requests_are_cached_by_decoding_settings(ws, server):
     req = Request((("user", "Please translate the following text into German: “A cat purrs.”"),), "text", "t", "de", "h")
 
     async def go(**kw):
-        client = LLMClient(ws, settings_for(server))
+        client = LLMClient(LLMCache.of_workspace(ws), settings_for(server))
         try:
             return await client.ask_text(req, **kw)
         finally:
@@ -86,7 +87,7 @@ def test_plain_text_requests_are_cached_by_decoding_settings(ws, server):
     assert server.stats.calls == 3  # each sampled run is asked (and cached) apart
     bad = Request((("user", "Tell me a joke"),), "text", "t", None, "h")
     with pytest.raises(LLMError, match="cannot tell what this prompt asks"):
-        asyncio.run(LLMClient(ws, settings_for(server)).ask_text(bad, max_tokens=5))
+        asyncio.run(LLMClient(LLMCache.of_workspace(ws), settings_for(server)).ask_text(bad, max_tokens=5))
 
 
 def _meta_choice(words, preferred):

@@ -5,12 +5,14 @@ from collections import defaultdict
 
 from sqlalchemy import select
 
-from builder.generate import generate
+from builder.generate import generate, regenerate
 from builder.languages import registry
+from builder.llm.cache import LLMCache
 from builder.llm.client import LLMClient
 from builder.llm.standin import Faults
 from builder.reviews import accept
 from builder.selection import Scope
+from builder.status import flagged_items, status
 from builder.translate import translate
 from builder.workspace import schema as t
 
@@ -20,7 +22,7 @@ PROPS = "is used for heating food,can fly,has a mane"
 
 
 def stage(ws, server, fn, langs, props: str = PROPS, **kw):
-    client = LLMClient(ws, settings_for(server, **kw))
+    client = LLMClient(LLMCache.of_workspace(ws), settings_for(server, **kw))
 
     async def go():
         try:
@@ -98,4 +100,32 @@ def test_frame_errors_fixed_on_reask_are_generated(sample_ws, server):
     server.faults = Faults(frame_rate=0.5, seed=1)
     summary = stage(ws, server, generate, ["zh"], max_reasks=6)
     assert summary.flagged["zh"] == 0 and summary.generated["zh"] == len(Scope.parse(ws, PROPS).pairs(ws))
-    assert any("rejected" in m["content"] for r in ws.rows(select(t.llm_cache.c.request)) for m in r["request"]["messages"])
+    followups = [m["content"] for r in ws.rows(select(t.llm_cache.c.request)) for m in r["request"]["messages"][2:] if m["role"] == "user"]
+    assert any("failed validation: the sentences differ outside the concept span" in m for m in followups)
+
+
+def test_flagged_pairs_are_listed_with_their_reason_until_they_are_regenerated(sample_ws, server):
+    ws = sample_ws
+    server.faults = Faults(frame_rate=1.0)
+    summary = stage(ws, server, generate, ["de"], max_reasks=1)
+    flagged = {r["pair_id"]: r["reason"] for r in sentences(ws, "de") if r["status"] == "flagged"}
+    listed = flagged_items(ws, stage="generate")
+    assert {f.item_id: f.reason for f in listed} == flagged and len(flagged) == summary.flagged["de"] > 0
+    assert all(f.lang == "de" and f.reason.startswith("failed validation: the sentences differ") for f in listed)
+    pairs = {r["id"]: r for r in ws.rows(select(t.pairs))}
+    english = {r["id"]: r["english"] for r in ws.rows(select(t.concepts))}
+    assert all(f.what.startswith(f"{english[pairs[f.item_id]['acceptable_id']]} / {english[pairs[f.item_id]['unacceptable_id']]}: ")
+               for f in listed)
+    assert {s.lang: s.flags for s in status(ws, ["de", "fr"])} == {"de": {"generate": len(flagged)}, "fr": {}}
+
+    server.faults = Faults()
+    client = LLMClient(LLMCache.of_workspace(ws), settings_for(server))
+
+    async def again():
+        try:
+            return await regenerate(ws, client, registry(ws)["de"], dict.fromkeys(flagged, "keep the frame"))
+        finally:
+            await client.aclose()
+
+    assert asyncio.run(again()).generated["de"] == len(flagged)
+    assert flagged_items(ws) == [] and all(r["status"] == "generated" for r in sentences(ws, "de"))

@@ -9,6 +9,7 @@ from annotation.inflections import parse_forms
 from annotation.review import client, pull, push
 from builder.m2c.fills import needs, propose_forms
 from builder.languages import registry
+from builder.llm.cache import LLMCache
 from builder.llm.client import LLMClient
 from builder.m2c.render import render_tests
 from builder.reviews import review_status
@@ -34,7 +35,7 @@ def test_curators_verify_correct_and_reject_proposed_forms(ws, server, label_stu
                                        ("de", "Lampe", "SG.DAT"): "Lampe", ("de", "Lampe", "PL.DAT"): "Lampe"})
 
     async def fill():
-        c = LLMClient(ws, settings_for(server))
+        c = LLMClient(LLMCache.of_workspace(ws), settings_for(server))
         try:
             await propose_forms(ws, c, registry(ws)["de"], needs(ws, "de", root))
         finally:

@@ -7,6 +7,7 @@ import openai
 import pytest
 from sqlalchemy import select
 
+from builder.llm.cache import LLMCache
 from builder.llm.client import CacheMissError, LLMClient, LLMError
 from builder.llm.standin import Faults
 from builder.translate import TranslationBatch, request_for
@@ -23,13 +24,25 @@ def _req(lang="fr"):
     return request_for(registry()[lang], ITEMS, {("c_000000000001", "de"): "Toaster"})
 
 
-def ask(client, req=None, valid=True):
+def ask(client, req=None):
     async def go():
         try:
-            return await (client.ask_valid if valid else client.ask)(req or _req(), TranslationBatch)
+            return await client.ask(req or _req(), TranslationBatch)
         finally:
             await client.aclose()
     return asyncio.run(go())
+
+
+def ask_items(client, req=None, wanted=tuple(it["id"] for it in ITEMS), **kw):
+    """The re-ask loop over ITEMS; returns the outcome and what `store` was handed, reply by reply."""
+    stored = []
+
+    async def go():
+        try:
+            return await client.ask_items(req or _req(), TranslationBatch, wanted, lambda good, call: stored.append((good, call)), **kw)
+        finally:
+            await client.aclose()
+    return asyncio.run(go()), stored
 
 
 def test_structured_reply_is_parsed_recorded_and_costed(ws, make_client, server):
@@ -67,16 +80,39 @@ def test_json_mode_fallback_for_servers_without_json_schema(ws, make_client, ser
 
 def test_schema_violation_is_reasked_with_the_validation_error(ws, make_client, server):
     server.faults = Faults(rate=1.0, kinds=("schema",))
+    assert "does not match the schema" in ask(make_client(ws)).error
     client = make_client(ws, max_reasks=2)
-    reply = ask(client)
-    assert reply.value is None and "does not match the schema" in reply.error
-    assert client.stats.reasks == 2 and server.stats.calls == 3  # bounded
+    outcome, stored = ask_items(client)
+    assert not outcome.accepted and not stored
+    assert set(outcome.flags) == {it["id"] for it in ITEMS}
+    assert all(p.reason.startswith("failed validation: translation: Input should be a valid string") for p in outcome.flags.values())
+    assert client.stats.reasks == 2 and server.stats.calls == 3  # bounded (the single ask above was the first)
     server.faults = Faults(rate=0.0)
     # A later run replays the cached bad replies, then asks the next re-ask (with the error in it).
-    reply = ask(make_client(ws, max_reasks=3))
-    assert reply.value is not None and server.stats.calls == 4
-    last_user = reply.request.messages[-1][1]
-    assert "does not match the schema" in last_user and "translation" in last_user
+    outcome, stored = ask_items(make_client(ws, max_reasks=3))
+    assert set(outcome.accepted) == {it["id"] for it in ITEMS} and not outcome.flags and server.stats.calls == 4
+    last_user = max((r["request"]["messages"] for r in ws.rows(select(t.llm_cache.c.request))), key=len)[-1]["content"]
+    assert "failed validation: translation" in last_user and all(it["id"] in last_user for it in ITEMS)
+    assert [call for _, call in stored] == [outcome.last_call_id]
+
+
+def test_items_a_check_rejects_are_asked_again_alone_with_its_message_then_flagged(ws, make_client, server):
+    from builder.llm.items import Rejected, per_item
+
+    toaster, kettle = (it["id"] for it in ITEMS)
+    client = make_client(ws, max_reasks=2)
+    outcome, stored = ask_items(client, check=per_item(lambda it: Rejected("too literal") if it.id == kettle else it.translation))
+    assert outcome.accepted == {toaster: "toaster (fr)"} and [good for good, _ in stored] == [{toaster: "toaster (fr)"}]
+    assert {i: p.reason for i, p in outcome.flags.items()} == {kettle: "failed validation: too literal"}
+    assert client.stats.reasks == 2 == server.stats.followups
+    assert server.stats.requested[("fr", toaster)] == 1 and server.stats.requested[("fr", kettle)] == 3
+    last_user = max((r["request"]["messages"] for r in ws.rows(select(t.llm_cache.c.request))), key=len)[-1]["content"]
+    assert f"- {kettle}: failed validation: too literal" in last_user and toaster not in last_user
+
+
+def test_items_in_a_dry_run_are_deferred_not_flagged(ws, make_client, server):
+    outcome, stored = ask_items(make_client(ws, dry_run=True))
+    assert outcome.deferred and not outcome.flags and not stored and server.stats.calls == 0
 
 
 @pytest.mark.parametrize("kind", ["429", "500", "drop", "slow"])
@@ -96,7 +132,7 @@ def test_retries_are_bounded(ws, make_client, server):
 
 
 def test_backoff_honours_retry_after_and_is_jittered_otherwise(ws, server):
-    client = LLMClient(ws, settings_for(server, backoff_base_s=1.0, backoff_max_s=8.0))
+    client = LLMClient(LLMCache.of_workspace(ws), settings_for(server, backoff_base_s=1.0, backoff_max_s=8.0))
     req = httpx2.Request("POST", server.base_url)
     limited = openai.RateLimitError("slow down", response=httpx2.Response(429, headers={"Retry-After": "3"}, request=req), body=None)
     assert client._backoff(0, limited) == 3.0
@@ -134,11 +170,10 @@ def test_secret_key_is_not_in_settings_repr_or_records(ws, make_client, server):
 
 
 def test_a_recording_replays_structured_and_plain_text_replies(ws, tmp_path, make_client, server):
-    """Exported from one workspace, replayed into another with no server: same replies, source `recording`."""
+    """Exported from a workspace's cache, replayed into a cache file with no server: same replies, source `recording`."""
     from builder.llm.client import Request
     from builder.llm.config import LLMSettings
     from builder.llm.recording import export_recording
-    from builder.workspace.store import init_workspace
 
     server.lexicon.texts[("German", "A kettle boils water.")] = "Ein Wasserkocher kocht Wasser."
     text_req = Request((("user", "Please translate the following text into German: “A kettle boils water.”"),),
@@ -146,21 +181,24 @@ def test_a_recording_replays_structured_and_plain_text_replies(ws, tmp_path, mak
 
     async def both(client):
         try:
-            return (await client.ask_valid(_req(), TranslationBatch),
+            return (await client.ask(_req(), TranslationBatch),
                     await client.ask_text(text_req, max_tokens=64), await client.ask_text(text_req, max_tokens=8))
         finally:
             await client.aclose()
 
     live = asyncio.run(both(make_client(ws)))
-    assert export_recording(tmp_path / "rec.jsonl", ws) == 3  # decoding settings are part of a text request's key
-    replay_ws = init_workspace(tmp_path / "replay")
+    assert export_recording(tmp_path / "rec.jsonl", LLMCache.of_workspace(ws)) == 3  # decoding settings are part of a text request's key
+    replay = LLMCache.open(tmp_path / "replay.sqlite")
     settings = LLMSettings(model="standin-translator", mode="recording", recording_path=str(tmp_path / "rec.jsonl"))
     calls = server.stats.calls
-    structured, text, short = asyncio.run(both(LLMClient(replay_ws, settings)))
+    structured, text, short = asyncio.run(both(LLMClient(replay, settings)))
     assert server.stats.calls == calls
     assert structured.value == live[0].value and text.text == live[1].text == "Ein Wasserkocher kocht Wasser."
     assert short.text == live[2].text
-    assert {r["source"] for r in replay_ws.rows(select(t.llm_calls.c.source))} == {"recording"}
+    with replay.engine.connect() as conn:
+        assert {r.source for r in conn.execute(select(t.llm_calls.c.source))} == {"recording"}
+    assert export_recording(tmp_path / "again.jsonl", replay) == 3
+    assert (tmp_path / "again.jsonl").read_bytes() == (tmp_path / "rec.jsonl").read_bytes()
     with pytest.raises(LLMError, match="not in the bundled recording"):
-        asyncio.run(both(LLMClient(init_workspace(tmp_path / "other"), settings.model_copy(update={"model": "another"}))))
-    replay_ws.close()
+        asyncio.run(both(LLMClient(LLMCache.open(tmp_path / "other.sqlite"), settings.model_copy(update={"model": "another"}))))
+    replay.close()

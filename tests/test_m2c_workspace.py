@@ -11,6 +11,7 @@ from builder.cli import app
 from builder.m2c.fills import needs, propose_forms
 from builder.languages import declare, registry
 from builder.m2c.lexicon import LexiconImportError, import_unimorph, verify_fills
+from builder.llm.cache import LLMCache
 from builder.llm.client import LLMClient
 from builder.m2c.render import render_tests
 from builder.workspace import schema as t
@@ -150,7 +151,7 @@ def test_bad_unimorph_line_fails_the_whole_file_and_writes_nothing(ws, tmp_path,
 
 def _fill(ws, server, root, **kw):
     async def go():
-        client = LLMClient(ws, settings_for(server, **kw))
+        client = LLMClient(LLMCache.of_workspace(ws), settings_for(server, **kw))
         try:
             return await propose_forms(ws, client, registry(ws)["de"], needs(ws, "de", root))
         finally:
@@ -180,6 +181,23 @@ def test_a_blank_form_is_asked_again_then_flagged(ws, server, tmp_path):
     summary = _fill(ws, server, _templates(tmp_path), max_reasks=2)
     assert summary.proposed == 0 and "form is blank" in summary.flagged["Bett"]
     assert server.stats.calls == 3 and ws.count(t.lexicon_forms) == 5
+
+
+def test_a_lemma_given_up_on_is_flagged_for_status_until_its_forms_come(ws, server, tmp_path):
+    from builder.status import flagged_items
+
+    import_unimorph(ws, _table(tmp_path), "de")
+    root = _templates(tmp_path)
+    server.lexicon.inflections[("de", "Bett", "PL.DAT")] = " "
+    _fill(ws, server, root, max_reasks=1)
+    [flag] = flagged_items(ws)
+    assert (flag.stage, flag.lang, flag.item_id) == ("fill", "de", needs(ws, "de", root)[0].id)
+    assert flag.reason.startswith("failed validation: forms.") and "form is blank" in flag.reason
+    # A re-run replays the cached replies, sends one more re-ask (answered well now) and clears the flag.
+    server.lexicon.inflections[("de", "Bett", "PL.DAT")] = "Betten"
+    calls = server.stats.calls
+    assert _fill(ws, server, root, max_reasks=2).proposed == 2 and flagged_items(ws) == []
+    assert server.stats.calls == calls + 1
 
 
 def _rows(ws):

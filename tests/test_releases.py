@@ -21,6 +21,7 @@ import builder.releases as releases
 from builder.cli import app
 from builder.generate import generate
 from builder.languages import registry
+from builder.llm.cache import LLMCache
 from builder.llm.client import LLMClient
 from builder.paths import sample_dir
 from builder.records import NEGATIVE_TYPES, normalise
@@ -55,7 +56,7 @@ def property_outside_demo(ws) -> str:
 
 def generate_with_standin(ws, server, lang: str, property_ids: set[str]) -> None:
     """Stage 4 for more pairs, answered by the OpenAI-compatible stand-in server."""
-    client = LLMClient(ws, settings_for(server))
+    client = LLMClient(LLMCache.of_workspace(ws), settings_for(server))
 
     async def go():
         try:

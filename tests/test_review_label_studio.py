@@ -12,6 +12,7 @@ from annotation.autoreview import accept_open_tasks
 from annotation.review import client, pull, push
 from builder.generate import generate, regenerate
 from builder.languages import registry
+from builder.llm.cache import LLMCache
 from builder.llm.client import LLMClient
 from builder.releases import load
 from builder.releases.publish import PublishRequest, publish
@@ -34,7 +35,7 @@ def label_studio(tmp_path_factory):
 
 
 def _translate(ws, server, langs):
-    c = LLMClient(ws, settings_for(server))
+    c = LLMClient(LLMCache.of_workspace(ws), settings_for(server))
 
     async def go():
         try:
@@ -98,7 +99,7 @@ def test_curator_loop_push_review_pull_repropose(sample_ws, server, label_studio
     # The loop: the rejected item goes back to the LLM with the comment, and is pushed again in place.
     rejected = rejected_items(ws, "fr")
     assert set(rejected) == {reject_id}
-    c = LLMClient(ws, settings_for(server))
+    c = LLMClient(LLMCache.of_workspace(ws), settings_for(server))
 
     async def go():
         try:
@@ -217,7 +218,7 @@ def test_several_curators_agreement_and_adjudication(sample_ws, server, label_st
 
 
 def _generate(ws, server, lang, props="is used for heating food,can fly"):
-    c = LLMClient(ws, settings_for(server))
+    c = LLMClient(LLMCache.of_workspace(ws), settings_for(server))
 
     async def go():
         try:
@@ -276,7 +277,7 @@ def test_sentence_pairs_accept_fix_reject_then_regenerated_and_reviewed_again(sa
     assert rows[accept_id]["acceptable_sentence"] == got[accept_id].acceptable
     # Rejected pairs go back to generation with the comment; the rewrite is reviewed again in place.
     assert rejected_pairs(ws, "de") == {reject_id: "the property reads as a question"}
-    c = LLMClient(ws, settings_for(server))
+    c = LLMClient(LLMCache.of_workspace(ws), settings_for(server))
 
     async def again():
         try:

@@ -1,6 +1,7 @@
 """Stage 2 end to end against the stand-in server: faults, crash and resume, offline replay, batches."""
 
 import asyncio
+import json
 import os
 import signal
 import subprocess
@@ -11,6 +12,8 @@ from collections import Counter
 from sqlalchemy import func, select
 
 from builder.languages import registry
+from builder.records import concept_id
+from builder.llm.cache import LLMCache
 from builder.llm.client import LLMClient
 from builder.llm.standin import Faults
 from builder.selection import Scope
@@ -24,7 +27,7 @@ N_ITEMS = 108 + 85  # concepts + properties of the bundled sample
 
 def run(ws, server, langs, **kw):
     stage_kw = {k: kw.pop(k) for k in ("scope", "items_per_request") if k in kw}
-    client = LLMClient(ws, settings_for(server, **kw))
+    client = LLMClient(LLMCache.of_workspace(ws), settings_for(server, **kw))
 
     async def go():
         try:
@@ -120,7 +123,7 @@ def test_batch_api_submits_persists_and_collects(sample_ws, server):
     scope = Scope.parse(sample_ws, "is used for heating food,can fly")
 
     async def go():
-        client = LLMClient(sample_ws, settings_for(server, batch=True))
+        client = LLMClient(LLMCache.of_workspace(sample_ws), settings_for(server, batch=True))
         try:
             collected = await client.collect_batches()
             summary = await translate(sample_ws, client, [registry()["fr"]], scope=scope)
@@ -152,3 +155,48 @@ def test_a_declared_language_goes_through_with_no_code_change(sample_ws, server)
     summary, _ = run(sample_ws, server, ["sw"], scope=Scope.parse(sample_ws, "can fly"))
     assert summary.proposed["sw"] > 0
     assert all(r["lang"] == "sw" for r in proposals(sample_ws))
+
+
+def test_the_cli_reports_every_reask_and_status_shows_why_an_item_was_flagged(sample_ws, server):
+    """`builder translate` against a server that spoils replies: the printed re-asks are the follow-ups it received."""
+    import re
+
+    from typer.testing import CliRunner
+
+    from builder.cli import app
+
+    server.faults = Faults(rate=0.3, kinds=("malformed", "schema"), seed=1)
+    server.lexicon.translations[("fr", "concept", "kettle")] = {"translation": "  ", "alternatives": []}  # never valid
+    env = {"OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": "k", "BUILDER_LLM_MODEL": "standin-translator"}
+    ws_dir = str(sample_ws.directory)
+    runner = CliRunner()
+
+    def cli(*args):
+        res = runner.invoke(app, [*args, "-w", ws_dir], env=env, catch_exceptions=False)
+        assert res.exit_code == 0, res.output
+        return res.output
+
+    props = "is used for heating food,can fly,has a mane"
+    done = cli("translate", "--lang", "fr", "--properties", props)
+    reasks = int(re.search(r"re-asks (\d+)", done).group(1))
+    assert reasks == server.stats.followups
+    assert reasks > 4 and set(server.stats.faults) == {"malformed", "schema"}  # the blank item alone is re-asked 4 times
+    assert "flagged fr 1" in done
+
+    kettle = concept_id("kettle")
+    status = json.loads(cli("status", "--json"))
+    assert next(r for r in status if r["lang"] == "fr")["flags"] == {"translate": 1}
+    flags = json.loads(cli("status", "--flags", "--json"))
+    assert [(f["stage"], f["lang"], f["item_id"], f["what"]) for f in flags] == [("translate", "fr", kettle, "kettle")]
+    assert flags[0]["reason"] == "failed validation: translation: Value error, translation is blank"
+    assert json.loads(cli("status", "--flags", "--lang", "de,hu", "--json")) == []
+    table = cli("status", "--flags")
+    assert kettle in table and "failed validation: translation" in table
+
+    # Fixed at the source, the item is asked again (nothing else is) and its flag goes.
+    server.lexicon.translations[("fr", "concept", "kettle")] = {"translation": "bouilloire", "alternatives": []}
+    server.faults = Faults()
+    calls = server.stats.calls
+    again = cli("translate", "--lang", "fr", "--properties", props)
+    assert "proposed fr 1" in again and server.stats.calls == calls + 1
+    assert json.loads(cli("status", "--flags", "--json")) == []

@@ -20,6 +20,7 @@ from annotation.review import pull, push, stage_tasks
 from annotation.server import serve, stop
 from builder import languages as languages_mod
 from builder.generate import english_sentence, generate
+from builder.llm.cache import LLMCache
 from builder.llm.config import LLMSettings
 from builder.llm.recording import export_recording
 from builder.llm.standin import Lexicon, StandinServer
@@ -33,6 +34,7 @@ from builder.seeds import import_seeds
 from builder.selection import Scope
 from builder.translate import translate
 from builder.workspace.store import Workspace, init_workspace, open_workspace
+from evaluate.backends import CACHE_FILE
 from evaluate.data import load_release, load_release_pairs
 from evaluate.gates import check, load_rules, verdict
 from evaluate.methods import resolve
@@ -240,12 +242,14 @@ def record_demo(out_path: Path, console: Console) -> int:
             stop(Path(tmp) / "ws")
         llm_out = Path(tmp) / "llm"
         self_translation(*load_release_pairs(done.release, DEMO_VERSION), settings, llm_out)
-        workspaces = [open_workspace(Path(tmp) / "ws"), open_workspace(llm_out / "llm-cache")]
+        ws = open_workspace(Path(tmp) / "ws")
+        caches = [LLMCache.of_workspace(ws), LLMCache.open(llm_out / CACHE_FILE)]
         try:
-            return export_recording(out_path, *workspaces)
+            return export_recording(out_path, *caches)
         finally:
-            for ws in workspaces:
-                ws.close()
+            for cache in caches:
+                cache.close()
+            ws.close()
 
 
 def demo_lexicon():

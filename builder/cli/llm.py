@@ -10,7 +10,8 @@ from typing import Optional
 
 import typer
 
-from builder.cli.common import WorkspaceOpt, err, open_ws, out
+from builder.cli.common import WorkspaceOpt, err, fail, open_ws, out
+from builder.llm.cache import LLMCache, LLMCacheError
 from builder.llm.recording import export_recording
 from builder.paths import sample_dir
 
@@ -18,9 +19,22 @@ llm_app = typer.Typer(help="LLM calls, cache and recordings.", no_args_is_help=T
 
 
 @llm_app.command("export-recording")
-def export_recording_cmd(path: Path, workspace: Optional[Path] = WorkspaceOpt) -> None:
-    """Write the workspace's cached replies as a recording that can be replayed offline."""
-    n = export_recording(path, open_ws(workspace))
+def export_recording_cmd(
+    path: Path,
+    cache: Optional[list[Path]] = typer.Option(None, "--cache", exists=True, dir_okay=False,
+                                               help="An evaluation's LLM cache file (OUT/llm-cache.sqlite) instead of the workspace's; repeatable"),
+    workspace: Optional[Path] = WorkspaceOpt,
+) -> None:
+    """Write the cached replies of the workspace (or of evaluation caches) as a recording that can be replayed offline."""
+    try:
+        caches = [LLMCache.open(p) for p in cache] if cache else [LLMCache.of_workspace(open_ws(workspace))]
+    except LLMCacheError as exc:
+        fail(exc)
+    try:
+        n = export_recording(path, *caches)
+    finally:
+        for c in caches:
+            c.close()
     out.print(f"wrote {n} replies to {path}")
 
 

@@ -12,6 +12,7 @@ from typing import Optional
 
 import typer
 from rich.table import Table
+from rich.text import Text
 
 from builder import languages as languages_mod
 from builder.cli.common import (
@@ -23,6 +24,7 @@ from builder.cli.common import (
     OfflineOpt,
     PropsOpt,
     WorkspaceOpt,
+    codes,
     fail,
     langs,
     llm_settings,
@@ -33,7 +35,7 @@ from builder.cli.common import (
 )
 from builder.generate import generate as generate_stage
 from builder.reviews import accept as accept_proposals
-from builder.status import status as compute_status
+from builder.status import flagged_items, status as compute_status
 from builder.translate import translate as translate_stage
 from builder.workspace.store import default_dir, init_workspace
 
@@ -44,19 +46,42 @@ def init(directory: Optional[Path] = typer.Argument(None, envvar="BUILDER_WORKSP
     out.print(f"workspace ready at {ws.directory}")
 
 
-def status(workspace: Optional[Path] = WorkspaceOpt, as_json: bool = JsonOpt) -> None:
-    """Per language and stage: pending, proposed, verified, generated, flagged."""
+def status(
+    flags: bool = typer.Option(False, "--flags", help="List the items the LLM stages gave up on, with the reasons"),
+    stage: Optional[str] = typer.Option(None, "--stage", help="With --flags: only this stage (translate, repropose, generate, fill)"),
+    lang: Optional[str] = typer.Option(None, "--lang", "-l", help="With --flags: only these language codes, comma-separated"),
+    workspace: Optional[Path] = WorkspaceOpt,
+    as_json: bool = JsonOpt,
+) -> None:
+    """Per language and stage: pending, proposed, verified, generated, flagged; `--flags` lists the flagged items."""
     ws = open_ws(workspace)
+    if flags:
+        return _flags(ws, stage, codes(lang), as_json)
     rows = compute_status(ws, list(languages_mod.registry(ws)))
     if as_json:
         print(json.dumps([r.model_dump() for r in rows], ensure_ascii=False, indent=1))
         return
     table = Table(title=f"workspace {ws.directory}")
-    for col in ("lang", "translate: pending", "proposed", "verified", "flagged", "generate: pending", "generated", "flagged"):
+    for col in ("lang", "translate: pending", "proposed", "verified", "flagged", "generate: pending", "generated", "flagged",
+                "LLM flags (--flags)"):
         table.add_column(col, justify="right" if col != "lang" else "left")
     for r in rows:
         tr, ge = r.translate, r.generate
-        table.add_row(r.lang, *map(str, (tr.pending, tr.proposed, tr.verified, tr.flagged, ge.pending, ge.generated, ge.flagged)))
+        table.add_row(r.lang, *map(str, (tr.pending, tr.proposed, tr.verified, tr.flagged, ge.pending, ge.generated, ge.flagged)),
+                      ", ".join(f"{k} {v}" for k, v in r.flags.items()))
+    out.print(table)
+
+
+def _flags(ws, stage: Optional[str], lang_codes: Optional[list[str]], as_json: bool) -> None:
+    items = flagged_items(ws, stage=stage, langs=lang_codes)
+    if as_json:
+        print(json.dumps([f.model_dump(mode="json") for f in items], ensure_ascii=False, indent=1))
+        return
+    table = Table(title=f"{len(items)} flagged item(s) in {ws.directory}")
+    for col in ("stage", "lang", "item", "what", "reason"):
+        table.add_column(col)
+    for f in items:
+        table.add_row(f.stage, f.lang, f.item_id, Text(f.what), Text(f.reason))  # as text: reasons quote model output
     out.print(table)
 
 

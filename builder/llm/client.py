@@ -1,8 +1,9 @@
 """The LLM client: official `openai` SDK (async), structured outputs, retries, cache, batches.
 
 A request is identified by its content (model, messages, schema, temperature). Its reply is stored
-in the workspace together with the call record in one transaction, the moment it arrives, so a
-re-run or a resumed run never sends an identical request twice.
+in the cache together with the call record in one transaction, the moment it arrives, so a re-run
+or a resumed run never sends an identical request twice. Requests for several items at once go
+through one loop (`ask_items`) that keeps what is good and asks again for the rest.
 """
 
 from __future__ import annotations
@@ -12,24 +13,35 @@ import json
 import random
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 import httpx2
 import openai
 from pydantic import BaseModel, ValidationError
-from sqlalchemy import select
 
+from builder.llm.cache import LLMCache
 from builder.llm.config import LLMSettings
+from builder.llm.items import (
+    BatchCheck,
+    ItemProblem,
+    ItemsOutcome,
+    Rejected,
+    accept_all,
+    followup_message,
+    item_list,
+    read_items,
+    validation_message,
+)
 from builder.llm.keys import canonical, request_key, text_hash, text_request_key
 from builder.llm.pricing import cost_usd, estimate_tokens
 from builder.llm.schema import strict_schema
 from builder.records import LLMCall
-from builder.workspace import schema as t
-from builder.workspace.store import Workspace, now
+from builder.workspace.store import now
 
 T = TypeVar("T", bound=BaseModel)
+V = TypeVar("V")
 
 RETRYABLE = (openai.RateLimitError, openai.InternalServerError, openai.APIConnectionError)
 
@@ -93,14 +105,14 @@ class Stats:
     sent: int = 0
     retries: int = 0
     cache_hits: int = 0
-    reasks: int = 0
+    reasks: int = 0  # follow-up requests of the re-ask loop (from the cache or sent)
     failures: int = 0
     by_error: dict[str, int] = field(default_factory=dict)
 
 
 class LLMClient:
-    def __init__(self, ws: Workspace, settings: LLMSettings, *, http_client: httpx2.AsyncClient | None = None):
-        self.ws = ws
+    def __init__(self, cache: LLMCache, settings: LLMSettings, *, http_client: httpx2.AsyncClient | None = None):
+        self.cache = cache
         self.settings = settings
         self.stats = Stats()
         self.plan = Plan()
@@ -131,22 +143,65 @@ class LLMClient:
 
     async def ask(self, req: Request, schema: type[T]) -> Reply[T] | None:
         """One structured reply, from the cache or the endpoint; None when deferred (dry run, batch)."""
-        key = self.key(req, schema)
-        cached = self._cached(key)
-        if cached is not None:
-            self.stats.cache_hits += 1
-            return self._parse(req, schema, *cached)
-        if self.settings.offline:
-            raise CacheMissError(
-                f"--offline: no cached reply for a {req.stage} request (lang {req.lang}, key {key[:12]}…); "
-                "run once without --offline to fetch it"
-            )
-        if self.settings.dry_run or self.settings.batch:
-            if key not in self.in_open_batches:  # never submit (and pay for) the same request twice
-                self._defer(key, req, schema)
-            return None
-        text, call_id = await self._send(key, req, lambda: self.wire_body(req, schema))
-        return self._parse(req, schema, text, call_id)
+        got = await self._reply_text(req, schema)
+        return None if got is None else self._parse(req, schema, *got)
+
+    async def ask_items(
+        self,
+        req: Request,
+        schema: type[BaseModel],
+        wanted: Iterable[str],
+        store: Callable[[dict[str, V], str], None],
+        *,
+        check: BatchCheck = accept_all,
+        instruction: str = "",
+        context_ids: Iterable[str] = (),
+    ) -> ItemsOutcome[V]:
+        """Ask for several items at once until each is accepted or the re-asks run out.
+
+        `schema` lists the items in its one field (see `builder.llm.items`). After each reply, the items
+        that validate go to `check`, which returns for each the value to keep or `Rejected(reason)`;
+        it sees the whole reply, so a rule that spans items (a sentence checked against another) can
+        be expressed. The accepted values are handed to `store` at once, with the reply's call id;
+        the rest are asked again, each with its reason, in one follow-up request of the same
+        conversation (`instruction` says how to fix them). Every follow-up counts in `stats.reasks`.
+        `context_ids` are ids the request shows without asking for them: answers for them are ignored
+        rather than taken as wrong ids.
+        Being deterministic in the replies, a resumed run rebuilds the same follow-ups and finds them
+        in the cache.
+        """
+        field_name, _ = item_list(schema)
+        order = list(dict.fromkeys(wanted))
+        known = {*order, *context_ids}
+        todo = set(order)
+        accepted: dict[str, V] = {}
+        problems: dict[str, ItemProblem] = {}
+        call_id = text = None
+        for attempt in range(self.settings.max_reasks + 1):
+            if attempt:
+                self.stats.reasks += 1
+                req = req.followup(text, followup_message(problems, field_name, instruction))
+            got = await self._reply_text(req, schema)
+            if got is None:  # deferred: dry run or batch submission
+                return ItemsOutcome(accepted, {}, call_id, deferred=True)
+            text, call_id = got
+            good, problems = read_items(text, schema, todo, known)
+            verdicts = check(good) if good else {}
+            ok: dict[str, V] = {}
+            for item_id in good:
+                verdict = verdicts[item_id]
+                if isinstance(verdict, Rejected):
+                    problems[item_id] = ItemProblem("invalid", verdict.reason)
+                else:
+                    ok[item_id] = verdict
+            if ok:
+                store(ok, call_id)
+                accepted.update(ok)
+                todo -= ok.keys()
+            problems = {item_id: problems[item_id] for item_id in order if item_id in todo}  # in request order
+            if not todo:
+                break
+        return ItemsOutcome(accepted, problems, call_id)
 
     async def ask_text(self, req: Request, *, max_tokens: int, temperature: float | None = None,
                        seed: int | None = None) -> TextReply:
@@ -167,23 +222,29 @@ class LLMClient:
         body = {"model": self.settings.model, "messages": req.as_messages(), "temperature": temp, **decoding}
         return TextReply(*await self._send(key, req, lambda: body))
 
-    async def ask_valid(self, req: Request, schema: type[T]) -> Reply[T] | None:
-        """Like `ask`, re-asking with the validation error a bounded number of times."""
-        reply = await self.ask(req, schema)
-        for _ in range(self.settings.max_reasks):
-            if reply is None or reply.value is not None:
-                return reply
-            self.stats.reasks += 1
-            reply = await self.ask(reply.request.followup(reply.text, _fix_message(reply.error)), schema)
-        return reply
+    async def _reply_text(self, req: Request, schema: type[BaseModel]) -> tuple[str, str] | None:
+        """A structured request's reply text and call id, from the cache or the endpoint; None when deferred."""
+        key = self.key(req, schema)
+        cached = self._cached(key)
+        if cached is not None:
+            self.stats.cache_hits += 1
+            return cached
+        if self.settings.offline:
+            raise CacheMissError(
+                f"--offline: no cached reply for a {req.stage} request (lang {req.lang}, key {key[:12]}…); "
+                "run once without --offline to fetch it"
+            )
+        if self.settings.dry_run or self.settings.batch:
+            if key not in self.in_open_batches:  # never submit (and pay for) the same request twice
+                self._defer(key, req, schema)
+            return None
+        return await self._send(key, req, lambda: self.wire_body(req, schema))
 
     # -- cache and records --------------------------------------------------------------------------
 
     def _cached(self, key: str) -> tuple[str, str] | None:
-        rows = self.ws.rows(select(t.llm_cache.c.response, t.llm_cache.c.llm_call_id).where(t.llm_cache.c.request_key == key))
-        if not rows:
-            return None
-        return _content(rows[0]["response"]), rows[0]["llm_call_id"]
+        hit = self.cache.get(key)
+        return None if hit is None else (_content(hit[0]), hit[1])
 
     def _store(self, key: str, req: Request, response: dict, latency_ms: float, source: str) -> str:
         usage = response.get("usage") or {}
@@ -194,16 +255,8 @@ class LLMClient:
             stage=req.stage, lang=req.lang, source=source, tokens_in=tin, tokens_out=tout, latency_ms=latency_ms,
             cost_usd=cost_usd(model, tin, tout, batch=source == "batch"), created_at=now(),
         )
-        call_id = call.id
-        with self.ws.transaction() as conn:
-            conn.execute(t.llm_calls.insert().values(**call.model_dump()))
-            conn.execute(
-                t.llm_cache.insert().values(
-                    request_key=key, request={"messages": req.as_messages(), "schema": req.schema_name},
-                    response=response, llm_call_id=call_id, created_at=now(),
-                )
-            )
-        return call_id
+        self.cache.put(call, {"messages": req.as_messages(), "schema": req.schema_name}, response)
+        return call.id
 
     # -- sending ------------------------------------------------------------------------------------
 
@@ -289,7 +342,7 @@ class LLMClient:
             self.plan.cost_usd += cost
 
     async def submit_batch(self, stage: str) -> str | None:
-        """Upload the deferred requests as one Batch API job and remember its id in the workspace."""
+        """Upload the deferred requests as one Batch API job and remember its id in the cache."""
         if not self.deferred:
             return None
         lines = [
@@ -303,27 +356,21 @@ class LLMClient:
                   "lang": req.lang, "prompt_hash": req.prompt_hash}
             for key, (req, _) in self.deferred.items()
         }
-        with self.ws.transaction() as conn:
-            conn.execute(
-                t.batches.insert().values(id=batch.id, stage=stage, status=batch.status, input_file_id=uploaded.id,
-                                          request_keys=requests, created_at=now())
-            )
+        self.cache.add_batch(batch.id, stage=stage, status=batch.status, input_file_id=uploaded.id, requests=requests)
         self.deferred.clear()
         return batch.id
 
     async def collect_batches(self) -> dict[str, str]:
         """Fetch finished batches into the cache; returns batch id -> status."""
         statuses: dict[str, str] = {}
-        open_ = self.ws.rows(select(t.batches).where(t.batches.c.status.not_in(("collected", "failed", "expired", "cancelled"))))
-        for row in open_:
+        for row in self.cache.open_batches():
             batch = await self._sdk.batches.retrieve(row["id"])
             statuses[row["id"]] = batch.status
             if batch.status in ("validating", "in_progress", "finalizing"):
                 self.in_open_batches.update(row["request_keys"])
             if batch.status != "completed":
                 if batch.status in ("failed", "expired", "cancelled"):
-                    with self.ws.transaction() as conn:
-                        conn.execute(t.batches.update().where(t.batches.c.id == row["id"]).values(status=batch.status))
+                    self.cache.set_batch_status(row["id"], batch.status)
                 continue
             content = await self._sdk.files.content(batch.output_file_id)
             for line in content.text.splitlines():
@@ -337,8 +384,7 @@ class LLMClient:
                 info = row["request_keys"][key]
                 req = Request(tuple(tuple(m) for m in info["messages"]), info["schema_name"], info["stage"], info["lang"], info["prompt_hash"])
                 self._store(key, req, resp["body"], 0.0, "batch")
-            with self.ws.transaction() as conn:
-                conn.execute(t.batches.update().where(t.batches.c.id == row["id"]).values(status="collected", collected_at=now()))
+            self.cache.set_batch_status(row["id"], "collected")
             statuses[row["id"]] = "collected"
         return statuses
 
@@ -350,7 +396,7 @@ class LLMClient:
         except json.JSONDecodeError as exc:
             return Reply(None, text, call_id, req, f"the reply is not valid JSON ({exc.msg} at column {exc.colno})")
         except ValidationError as exc:
-            return Reply(None, text, call_id, req, f"the reply does not match the schema: {_errors(exc)}")
+            return Reply(None, text, call_id, req, f"the reply does not match the schema: {validation_message(exc)}")
         return Reply(value, text, call_id, req)
 
 
@@ -359,14 +405,6 @@ def _content(response: dict) -> str:
         return response["choices"][0]["message"]["content"] or ""
     except (KeyError, IndexError, TypeError):
         return ""
-
-
-def _errors(exc: ValidationError) -> str:
-    return "; ".join(f"{'.'.join(str(p) for p in e['loc']) or '(root)'}: {e['msg']}" for e in exc.errors()[:10])
-
-
-def _fix_message(error: str | None) -> str:
-    return f"Your previous reply was rejected: {error}. Reply again with only the corrected JSON object."
 
 
 def _schema_unsupported(exc: openai.BadRequestError) -> bool:
@@ -380,18 +418,3 @@ def _brief(exc: Exception) -> str:
 
 def prompt_hash(*templates: str) -> str:
     return text_hash("\x1e".join(templates))
-
-
-def validate_items(items: list[Any], model: type[T], key: Callable[[T], str]) -> tuple[dict[str, T], dict[str, str]]:
-    """Validate a list of item dicts one by one: good items by key, and errors for the bad ones."""
-    good: dict[str, T] = {}
-    bad: dict[str, str] = {}
-    for i, raw in enumerate(items):
-        try:
-            item = model.model_validate(raw)
-        except ValidationError as exc:
-            ident = raw.get("id") if isinstance(raw, dict) else None
-            bad[str(ident) if ident else f"#{i}"] = _errors(exc)
-            continue
-        good[key(item)] = item
-    return good, bad

@@ -1,8 +1,8 @@
-"""Replaying a bundled recording through the real SDK, and exporting one from a workspace.
+"""Replaying a bundled recording through the real SDK, and exporting one from LLM caches.
 
 The recording maps request keys to the replies an LLM gave. With no endpoint configured the client
 uses `ReplayTransport` underneath the official SDK, so the same code path parses the replies, and
-every call it yields is labelled `recording` in the workspace.
+every call it yields is labelled `recording` in the cache.
 """
 
 from __future__ import annotations
@@ -11,11 +11,9 @@ import json
 from pathlib import Path
 
 import httpx2
-from sqlalchemy import select
 
+from builder.llm.cache import LLMCache
 from builder.llm.keys import canonical, key_from_wire
-from builder.workspace import schema as t
-from builder.workspace.store import Workspace
 
 MISSING = (
     "this request is not in the bundled recording (it covers the demo subset of the sample only); "
@@ -49,12 +47,11 @@ class ReplayTransport(httpx2.AsyncBaseTransport):
         return httpx2.Response(200, json=reply)
 
 
-def export_recording(path: Path, *workspaces: Workspace) -> int:
-    """Write every cached reply of the workspaces as one recording (sorted, so the file diffs cleanly)."""
+def export_recording(path: Path, *caches: LLMCache) -> int:
+    """Write every cached reply of the caches as one recording (sorted, so the file diffs cleanly)."""
     replies: dict[str, dict] = {}
-    for ws in workspaces:
-        for r in ws.rows(select(t.llm_cache.c.request_key, t.llm_cache.c.response)):
-            replies[r["request_key"]] = r["response"]
+    for cache in caches:
+        replies.update(cache.responses())
     tmp = path.with_suffix(".tmp")
     with tmp.open("w", encoding="utf-8") as fh:
         for key in sorted(replies):

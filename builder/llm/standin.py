@@ -4,7 +4,7 @@ It answers chat completions (json_schema or JSON mode), files and batches on 127
 deterministically from a lexicon, and injects faults on demand: 429 with Retry-After, 500, replies
 slower than the client's time-out, malformed JSON, JSON that breaks the schema, dropped connections,
 and sentence pairs whose frames differ. It counts what it served, so tests can check that a resumed
-run never asks again for an item already answered.
+run never asks again for an item already answered, and how many re-asks it received.
 
 Plain-text requests (no response format: evaluation prompts) are answered by `Lexicon.reply`, by
 kind: a translation request, a choice between sentence A and B, a metalinguistic question naming
@@ -159,6 +159,7 @@ class Stats:
     faults: Counter = field(default_factory=Counter)
     answered: Counter = field(default_factory=Counter)  # (lang, item id) -> valid answers sent
     repeats: int = 0  # requests that asked again for an item already answered
+    followups: int = 0  # chat requests that continue a conversation after our reply (re-asks)
     requested: Counter = field(default_factory=Counter)
     in_flight: int = 0  # requests being answered (not held)
 
@@ -232,9 +233,9 @@ class StandinServer:
             out = [self.lexicon.sentence(lang, prop_en, prop, c) for c in items]
             if "A curator rejected these sentences" in first:  # a rewrite: the same frame, visibly changed
                 out = [{**x, "sentence": x["sentence"].rstrip(".") + ", in fact."} for x in out]
-            if self.faults.frame_rate and out:
+            if self.faults.frame_rate and out and out[-1]["id"] != block[0]["id"]:  # the first concept is the acceptable one
                 h = hashlib.sha256(f"{self.faults.seed}|frame|".encode() + json.dumps(body, sort_keys=True).encode()).digest()
-                if int.from_bytes(h[:8], "big") / 2**64 < self.faults.frame_rate and len(out) > 1:
+                if int.from_bytes(h[:8], "big") / 2**64 < self.faults.frame_rate:
                     out[-1] = {**out[-1], "sentence": out[-1]["sentence"].rstrip(".") + " indeed."}
             content: object = {"sentences": out}
         elif items and "bundles" in items[0]:
@@ -314,9 +315,10 @@ class StandinServer:
                 self._json(404, {"error": {"message": f"no route {self.path}"}})
 
             def _chat(self, raw: bytes) -> None:
+                body = json.loads(raw)
                 with srv._lock:
                     srv.stats.calls += 1
-                body = json.loads(raw)
+                    srv.stats.followups += any(m["role"] == "assistant" for m in body["messages"])
                 fmt = (body.get("response_format") or {}).get("type")
                 if fmt == "json_schema" and not srv.json_schema_supported:
                     return self._json(400, {"error": {"message": "response_format json_schema is not supported by this server",

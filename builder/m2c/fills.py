@@ -3,7 +3,8 @@
 The needs come from the templates themselves: every lexicon reference names its lemmas and the
 feature bundles it renders. Bundles already in the workspace lexicon (from UniMorph, or proposed
 before) are not asked again, so a re-run resumes; rejected forms are asked again. Replies are
-validated per lemma; a lemma whose reply misses a bundle is asked again for that lemma only.
+validated per lemma (the client's re-ask loop); a lemma whose reply misses a bundle is asked again
+for that lemma only, and flagged with the reason when the re-asks run out.
 """
 
 from __future__ import annotations
@@ -15,8 +16,10 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field, field_validator
 
+from builder.flags import clear_flags, record_flags
 from builder.m2c.lexicon import canonical, forms_of, store_proposed_forms
-from builder.llm.client import LLMClient, Request, validate_items
+from builder.llm.client import LLMClient, Request
+from builder.llm.items import Rejected, per_item
 from builder.prompts import load
 from builder.records import Language as LanguageRecord
 from builder.m2c.engine import Lexeme
@@ -111,50 +114,37 @@ async def propose_forms(ws: Workspace, client: LLMClient, lang: LanguageRecord, 
     summary = FillSummary(lemmas=len(todo))
     language = load_language(lang.code)
     for start in range(0, len(todo), per_request):
-        chunk = todo[start : start + per_request]
-        wanted = {n.id: n for n in chunk}
-        req = request_for(lang, chunk)
-        errors: dict[str, str] = {}
-        for _ in range(client.settings.max_reasks + 1):
-            reply = await client.ask(req, InflectionBatch)
-            if reply is None:  # dry run or batch
-                break
-            try:
-                raw = json.loads(reply.text)["items"]
-            except (json.JSONDecodeError, KeyError, TypeError) as exc:
-                req = req.followup(reply.text, f"Your reply could not be read ({exc}). Reply with the JSON object only.")
-                continue
-            good, bad = validate_items(raw if isinstance(raw, list) else [], InflectionItem, key=lambda i: i.id)
-            errors = {k: v for k, v in bad.items() if k in wanted}
-            for item_id, item in good.items():
-                need = wanted.get(item_id)
-                if need is None:
-                    continue
-                forms, problem = _check(language, need, item)
-                if problem:
-                    errors[item_id] = problem
-                    continue
-                summary.proposed += store_proposed_forms(ws, need.lang, need.lemma, forms, reply.call_id)
-                wanted.pop(item_id)
-            if not wanted:
-                break
-            problems = "; ".join(f"{k} ({wanted[k].lemma}): {errors.get(k, 'missing from the reply')}" for k in wanted)
-            req = req.followup(reply.text, f"These lemmas were missing or invalid: {problems}. Reply again with a JSON "
-                                           'object {"items": [...]} holding only those lemmas, every bundle listed.')
-        for item_id, need in wanted.items():
-            summary.flagged[need.lemma] = errors.get(item_id, "no valid reply")
+        await _propose_chunk(ws, client, lang, language, todo[start : start + per_request], summary)
     return summary
 
 
-def _check(language, need: Need, item: InflectionItem) -> tuple[dict[str, str], str | None]:
+async def _propose_chunk(ws: Workspace, client: LLMClient, lang: LanguageRecord, language, chunk: list[Need],
+                         summary: FillSummary) -> None:
+    wanted = {n.id: n for n in chunk}
+
+    def store(good: dict[str, dict[str, str]], call_id: str) -> None:
+        with ws.transaction() as conn:
+            for item_id, forms in good.items():
+                summary.proposed += store_proposed_forms(conn, wanted[item_id].lang, wanted[item_id].lemma, forms, call_id)
+            clear_flags(conn, "fill", lang.code, good)
+
+    outcome = await client.ask_items(request_for(lang, chunk), InflectionBatch, wanted, store,
+                                     check=per_item(lambda item: _check(language, wanted[item.id], item)),
+                                     instruction="Give every bundle listed for each of them.")
+    with ws.transaction() as conn:
+        record_flags(conn, "fill", lang.code, outcome.reasons)
+    summary.flagged.update({wanted[item_id].lemma: reason for item_id, reason in outcome.reasons.items()})
+
+
+def _check(language, need: Need, item: InflectionItem) -> dict[str, str] | Rejected:
+    """The forms of the bundles asked, or why not (the model's mistake: asked again)."""
     forms: dict[str, str] = {}
     for f in item.forms:
         try:
             forms[canonical(language, f.features)] = f.form
-        except LanguageDataError:  # the model's mistake: asked again
-            return {}, f"unknown bundle {f.features!r}"
+        except LanguageDataError:
+            return Rejected(f"unknown bundle {f.features!r}")
     missing = [b for b in need.bundles if b not in forms]
     if missing:
-        return {}, f"no form for {', '.join(missing)}"
-    return {b: forms[b] for b in need.bundles}, None
-
+        return Rejected(f"no form for {', '.join(missing)}")
+    return {b: forms[b] for b in need.bundles}

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sqlalchemy import select
+from sqlalchemy import Connection, select
 
 from builder.languages import registry
 from builder.m2c.engine import Lexeme
@@ -160,25 +160,25 @@ def verify_fills(ws: Workspace, lang_code: str, lemma: str, *, reviewer: str, de
     return summary
 
 
-def store_proposed_forms(ws: Workspace, lang: str, lemma: str, forms: dict[str, str], call_id: str) -> int:
-    """The LLM's forms for a lemma (bundle -> form), stored as proposed with their call; a bundle already
-    proposed or verified is never stored twice, a rejected one is proposed afresh. Returns how many were stored."""
+def store_proposed_forms(conn: Connection, lang: str, lemma: str, forms: dict[str, str], call_id: str) -> int:
+    """The LLM's forms for a lemma (bundle -> form), stored as proposed with their call, in the caller's
+    transaction; a bundle already proposed or verified is never stored twice, a rejected one is proposed
+    afresh. Returns how many were stored."""
     ts = now()
     stored = 0
     c = t.lexicon_forms.c
-    with ws.transaction() as conn:
-        existing = {r.features: r for r in conn.execute(select(t.lexicon_forms).where(c.lang == lang, c.lemma == lemma, c.pos == ""))}
-        for bundle, form in forms.items():
-            values = dict(form=form, status="proposed", source="llm", llm_call_id=call_id, proposed_form=None,
-                          reviewer=None, comment="", verified_at=None, created_at=ts)
-            old = existing.get(bundle)
-            if old is None:
-                conn.execute(t.lexicon_forms.insert().values(lang=lang, lemma=lemma, pos="", features=bundle, **values))
-            elif old.status == "rejected":
-                conn.execute(t.lexicon_forms.update().where(c.id == old.id).values(**values))
-            else:
-                continue  # stored meanwhile (a resumed run): never twice
-            stored += 1
+    existing = {r.features: r for r in conn.execute(select(t.lexicon_forms).where(c.lang == lang, c.lemma == lemma, c.pos == ""))}
+    for bundle, form in forms.items():
+        values = dict(form=form, status="proposed", source="llm", llm_call_id=call_id, proposed_form=None,
+                      reviewer=None, comment="", verified_at=None, created_at=ts)
+        old = existing.get(bundle)
+        if old is None:
+            conn.execute(t.lexicon_forms.insert().values(lang=lang, lemma=lemma, pos="", features=bundle, **values))
+        elif old.status == "rejected":
+            conn.execute(t.lexicon_forms.update().where(c.id == old.id).values(**values))
+        else:
+            continue  # stored meanwhile (a resumed run): never twice
+        stored += 1
     return stored
 
 

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import io
 import json
-import subprocess
-from importlib import metadata
 from pathlib import Path
 
 import pyarrow as pa
@@ -19,18 +17,7 @@ from builder.releases.croissant import croissant
 from builder.releases.declarations import MANIFEST_FIELD, to_manifest
 from builder.releases.stats import ReleaseStats
 from builder.releases.store import MANIFEST, sha256
-
-
-def code_version() -> str:
-    """The package version, plus the commit of the checkout it runs from (and '.dirty' for local edits)."""
-    version = metadata.version("xbench-builder")
-    here = Path(__file__).resolve().parent
-    head = subprocess.run(["git", "-C", str(here), "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True)
-    if head.returncode != 0:
-        return version
-    dirty = subprocess.run(["git", "-C", str(here), "status", "--porcelain", "--untracked-files=no"],
-                           capture_output=True, text=True).stdout.strip()
-    return f"{version}+g{head.stdout.strip()}" + (".dirty" if dirty else "")
+from builder.version import code_version
 
 
 def parquet_bytes(table: pa.Table) -> bytes:

@@ -77,7 +77,7 @@ seed_translations = Table(
     UniqueConstraint("item_id", "lang", "translator"),
 )
 
-llm_calls = Table(
+llm_calls = Table(  # written by builder.llm.cache, as are llm_cache and batches
     "llm_calls",
     metadata,
     Column("id", String(40), primary_key=True),
@@ -149,7 +149,7 @@ verified_words = Table(
     Column("verified_at", DateTime(timezone=True), nullable=False),
 )
 
-flags = Table(
+flags = Table(  # written by builder.flags
     "flags",
     metadata,
     Column("stage", String(16), primary_key=True),

@@ -37,7 +37,8 @@ def _url(directory: Path) -> str:
     return os.environ.get("BUILDER_DATABASE_URL") or f"sqlite:///{(directory / DB_FILE).resolve()}"
 
 
-def _engine(url: str) -> Engine:
+def engine_for(url: str) -> Engine:
+    """An engine for a database URL; SQLite gets WAL, foreign keys and a busy time-out."""
     engine = create_engine(url, future=True)
     if engine.dialect.name == "sqlite":
 
@@ -57,7 +58,7 @@ def init_workspace(directory: Path | str | None = None) -> "Workspace":
     """Create (or re-open) a workspace; idempotent."""
     directory = Path(directory) if directory else default_dir()
     directory.mkdir(parents=True, exist_ok=True)
-    engine = _engine(_url(directory))
+    engine = engine_for(_url(directory))
     t.metadata.create_all(engine)
     with engine.begin() as conn:
         version = conn.execute(select(t.meta.c.value).where(t.meta.c.key == "schema_version")).scalar()
@@ -71,7 +72,7 @@ def open_workspace(directory: Path | str | None = None) -> "Workspace":
     directory = Path(directory) if directory else default_dir()
     if not os.environ.get("BUILDER_DATABASE_URL") and not (directory / DB_FILE).is_file():
         raise WorkspaceError(f"no workspace at {directory} (run `builder init {directory}` first)")
-    engine = _engine(_url(directory))
+    engine = engine_for(_url(directory))
     with engine.connect() as conn:
         try:
             version = conn.execute(select(t.meta.c.value).where(t.meta.c.key == "schema_version")).scalar()
