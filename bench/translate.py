@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 from builder.languages import registry
+from builder.llm.cache import LLMCache
 from builder.llm.client import LLMClient
 from builder.llm.config import LLMSettings
 from builder.paths import sample_dir
@@ -33,7 +34,7 @@ def timed_run(tmp: Path, name: str, langs: list[str], concurrency: int, base_url
     import_seeds(ws, seeds / "comps.jsonl", seeds / "concepts.csv")  # no seeds: de and zh are translated too
     settings = LLMSettings(base_url=base_url, api_key="bench", model="standin-translator",
                            concurrency=concurrency, timeout_s=30)
-    client = LLMClient(ws, settings)
+    client = LLMClient(LLMCache.of_workspace(ws), settings)
 
     async def go():
         try:

@@ -11,6 +11,7 @@ from sqlalchemy import select
 from builder import reviews
 from builder.generate import generate, regenerate
 from builder.languages import registry
+from builder.llm.cache import LLMCache
 from builder.llm.client import LLMClient
 from builder.m2c.fills import needs, propose_forms
 from builder.records import VerifiedWord
@@ -35,7 +36,7 @@ PROPS = "can fly"
 
 
 def _llm(ws, server, fn):
-    client = LLMClient(ws, settings_for(server))
+    client = LLMClient(LLMCache.of_workspace(ws), settings_for(server))
 
     async def go():
         try:
