@@ -6,7 +6,7 @@ import pytest
 
 from builder.m2c import Lexeme, Template, TemplateError, load_language, register_function
 from builder.m2c.functions import FUNCTIONS
-from builder.m2c.language import parse_language
+from builder.m2c.language import LanguageDataError, parse_language
 
 GENDER = {"GENDER": ["MASC", "FEM"]}
 NAMES = [{"MASC": "John"}, {"FEM": "Mary"}]
@@ -120,6 +120,47 @@ def test_words_agrees_in_gender_and_case_from_a_placeholder_dimension():
     assert t.render() == ["Один банан", "Одна груша"]
 
 
+def test_russian_accusative_of_one_to_four_is_the_genitive_for_animate_nouns():
+    t = Template("Я вижу {$words(n, x.GENDER, x.ANIMACY, 'ACC')} {x}.", "ru", n=["1", "2", "3", "4"],
+                 x=[Lexeme({"": "кота"}, features="MASC.ANIM"), Lexeme({"": "стол"}, features="MASC.INAN"),
+                    Lexeme({"": "кошек"}, features="FEM.ANIM"), Lexeme({"": "лампы"}, features="FEM.INAN")])
+    assert [s.split()[2] for s in t.render()] == ["одного", "двух", "трёх", "четырёх", "один", "два", "три", "четыре",
+                                                  "одну", "двух", "трёх", "четырёх", "одну", "две", "три", "четыре"]
+    with pytest.raises(TemplateError, match="vary by ANIMACY"):
+        Template("{$words(n, 'MASC', 'ACC')}", "ru", n=["2"]).render()
+
+
+def test_arabic_numbers_take_the_opposite_gender_from_three_to_ten():
+    t = Template("{$words(n, x.GENDER, 'NOM')} {x}", "ar", n=["1", "2", "3", "8", "10", "13"],
+                 x=[Lexeme({"": "أقلام"}, features="MASC"), Lexeme({"": "تفاحات"}, features="FEM")])
+    assert [s.rsplit(" ", 1)[0] for s in t.render()] == [
+        "واحد", "اثنان", "ثلاثة", "ثمانية", "عشرة", "ثلاثة عشر",    # قلم is masculine: 3-10 look feminine
+        "واحدة", "اثنتان", "ثلاث", "ثماني", "عشر", "ثلاث عشرة"]     # تفاحة is feminine: 3-10 look masculine
+
+
+def test_a_rule_value_list_generates_its_first_and_accepts_the_others():
+    t = Template({"q": "{n}", "answer": "三{CLASSIFIER.<n.CLASSIFIER_TYPE>}"}, "zh", n=[{"DOG": "狗"}, {"ANIMAL": "猫"}])
+    cat, dog = t.fills(variants=("answer",), accepted=("answer",))  # in the order of the types
+    assert (dog.texts["answer"], dog.accepted_forms["answer"]) == ("三只", ["三条"])
+    assert (cat.texts["answer"], cat.accepted_forms["answer"]) == ("三只", [])
+    assert "三个" in dog.other_forms["answer"] and "三个" in cat.other_forms["answer"]
+
+
+def test_clock_gives_the_time_of_day_of_an_hour_from_the_language_file():
+    t = Template("{$clock(h)} + 3 = {$clock($sum(h, 3))}", "sw", h=["22", "5"])
+    assert t.render() == ["Saa nne usiku + 3 = saa saba usiku", "Saa kumi na moja alfajiri + 3 = saa mbili asubuhi"]
+    (fill,) = Template({"answer": "{$clock(h)}"}, "sw", h=["19"]).fills(accepted=("answer",))
+    assert (fill.texts["answer"], fill.accepted_forms["answer"]) == ("Saa moja usiku", ["Saa moja jioni"])
+    with pytest.raises(TemplateError, match="German has no clock"):
+        Template("{$clock(h)}", "de", h=["1"]).render()
+
+
+def test_a_clock_needs_every_hour():
+    raw = {"code": "xx", "name": "Test", "dimensions": {"NUMBER": ["SG"]}, "clock": {h: f"h{h}" for h in range(23)}}
+    with pytest.raises(LanguageDataError, match="missing: 23"):
+        parse_language(raw)
+
+
 def test_registered_and_template_local_functions():
     @register_function("shout")
     def shout(x, *, lang):
@@ -198,6 +239,8 @@ def test_german_contractions_after_a_preposition():
     t = Template("{p} {ART.DEF.DAT.SG.<n.GENDER>} {n.DAT.SG}", "de", p=["in", "an", "unter"], n=GERMAN_NOUNS[:2])
     # index order: feature combinations first (the noun's gender), then lexemes, the first placeholder slowest
     assert t.render() == ["Im Tisch", "Am Tisch", "Unter dem Tisch", "In der Lampe", "An der Lampe", "Unter der Lampe"]
+    t = Template("{p} {ART.DEF.ACC.SG.<n.GENDER>} {n.ACC.SG}", "de", p=["in", "an", "auf"], n=GERMAN_NOUNS[1:])
+    assert t.render() == ["In die Lampe", "An die Lampe", "Auf die Lampe", "Ins Bett", "Ans Bett", "Auf das Bett"]
 
 
 @pytest.mark.parametrize("word, gender, sg, pl", [
@@ -242,9 +285,26 @@ def test_french_elision_contraction_and_aspirated_h():
     ]
 
 
+@pytest.mark.parametrize("noun, gender, expected", [
+    ("héroïne", "FEM", "L'héroïne"),        # h muet, although héros has an aspirated h
+    ("héros", "MASC", "Le héros"),
+    ("hêtre", "MASC", "Le hêtre"),          # h aspiré
+    ("hall", "MASC", "Le hall"),
+    ("hallucination", "FEM", "L'hallucination"),
+    ("hiérarchie", "FEM", "La hiérarchie"),
+    ("hôtel", "MASC", "L'hôtel"),
+])
+def test_french_mute_and_aspirated_h(noun, gender, expected):
+    assert Template("{ART.DEF.SG.<n.GENDER>} {n}", "fr", n=[{f"SG.{gender}": noun}]).render() == [expected]
+
+
 def test_english_article_by_sound_of_the_next_word():
     t = Template("{ART.INDF.SG} {x}", "en", x=["apple", "university", "hour", "dog", "umbrella", "European"])
     assert t.render() == ["An apple", "A university", "An hour", "A dog", "An umbrella", "A European"]
+    t = Template("{ART.INDF.SG} {x}", "en", x=["ukulele", "X-ray", "U-turn", "F-16", "unanimous vote", "uninformed guess",
+                                                 "urban area", "xylophone"])
+    assert t.render() == ["A ukulele", "An X-ray", "A U-turn", "An F-16", "A unanimous vote", "An uninformed guess",
+                          "An urban area", "A xylophone"]
 
 
 def test_explicit_agreement_on_a_computed_dimension_uses_that_placeholders_word():
@@ -253,8 +313,12 @@ def test_explicit_agreement_on_a_computed_dimension_uses_that_placeholders_word(
 
 
 def test_chinese_classifier_rule_by_the_nouns_type():
-    t = Template("三{CLASSIFIER.<n.CLASSIFIER_TYPE>}{n}", "zh", n=[{"ANIMAL": "狗"}, {"VOLUME": "书"}, {"PAIR": "鞋"}])
-    assert t.render() == ["三只狗", "三本书", "三双鞋"]
+    t = Template("三{CLASSIFIER.<n.CLASSIFIER_TYPE>}{n}", "zh", n=[{"ANIMAL": "猫"}, {"VOLUME": "书"}, {"PAIR": "鞋"}])
+    assert t.render() == ["三只猫", "三本书", "三双鞋"]
+    nouns = {"LIVESTOCK": "牛", "HORSE": "马", "PLANT": "树", "BLOSSOM": "花", "MACHINE": "电脑", "AIRCRAFT": "飞机",
+             "SHIP": "船", "GRAIN": "星星"}
+    t = Template("三{CLASSIFIER.<n.CLASSIFIER_TYPE>}{n}", "zh", n=[{k: v} for k, v in nouns.items()])
+    assert t.render() == ["三头牛", "三匹马", "三棵树", "三朵花", "三台电脑", "三架飞机", "三艘船", "三颗星星"]
 
 
 # -- sampling --------------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Template files: the shipped tests in six languages, and errors that name file, line and column."""
+"""Template files: the shipped tests in the paper's twelve languages, and errors that name file, line and column."""
 
 import re
 from pathlib import Path
@@ -7,17 +7,28 @@ import pytest
 
 from builder.m2c import TemplateError
 from builder.m2c.answers import validate
+from builder.m2c.language import available
 from builder.m2c.template_files import load_file, load_language_templates, template_files
 
 CAPABILITIES = {"negation", "numerals", "spatial", "temporal", "comparatives"}
-SHIPPED = ["en", "de", "fr", "ru", "fi", "zh"]
+# the M2C paper's twelve languages, in its order
+SHIPPED = ["en", "es", "it", "fr", "de", "sv", "fi", "sk", "ru", "zh", "sw", "ar"]
 
 
 def test_shipped_capabilities_languages_and_language_specific_features():
+    assert sorted(SHIPPED) == available()
     caps = {lang: {p.stem for p in template_files(lang)} for lang in SHIPPED}
     assert all(CAPABILITIES <= c for c in caps.values()), caps
     extra = {(lang, c) for lang, cs in caps.items() for c in cs - CAPABILITIES}
-    assert {("zh", "measure_words"), ("ru", "motion_verbs"), ("fi", "possessives")} <= extra
+    assert {("zh", "measure_words"), ("ru", "motion_verbs"), ("fi", "possessives"), ("sw", "time")} <= extra
+
+
+def test_every_language_renders_tests_of_every_capability_from_its_shipped_templates():
+    for lang in SHIPPED:
+        rendered = {}
+        for tt in load_language_templates(lang):
+            rendered[tt.capability] = rendered.get(tt.capability, 0) + len(list(tt.tests(n=20, seed=1)))
+        assert set(rendered) >= CAPABILITIES and all(n >= 20 for n in rendered.values()), (lang, rendered)
 
 
 @pytest.mark.parametrize("lang", SHIPPED)

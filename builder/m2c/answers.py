@@ -1,9 +1,9 @@
 """Answer validation for M2C question answering: is a model's reply the gold answer?
 
 A reply is correct when it equals the gold answer or an alternative after normalisation (Unicode
-NFC, case, whitespace, punctuation, any script's decimal digits), when it names the same number in
-words or digits (where the language has a number table), or when it matches an alternative given as
-`re:<pattern>`. A reply that is another form of the gold lexeme (`answer_forms`: "Два" for "Две",
+NFC, case, whitespace, punctuation, any script's decimal digits, Arabic vowel marks), when it names
+the same number in words or digits (where the language has a number table), or when it matches an
+alternative given as `re:<pattern>`. A reply that is another form of the gold lexeme (`answer_forms`: "Два" for "Две",
 "Isoäidilleni" for "Isoäidilläni") is a morphological error rather than a plain miss (M2C paper §7.3).
 """
 
@@ -29,10 +29,15 @@ class Verdict(BaseModel):
     how: How
 
 
+_ARABIC_MARKS = frozenset(map(chr, [*range(0x064B, 0x0660), 0x0670, 0x0640]))  # vowel marks, tatweel
+
+
 def _strip_punct(text: str) -> str:
     out = []
     for ch in text:
         cat = unicodedata.category(ch)
+        if ch in _ARABIC_MARKS:  # optional in writing: طبيبًا and طبيبا are the same word
+            continue
         if cat.startswith("P") or cat.startswith("S"):
             out.append(" ")
         elif cat == "Nd":
@@ -43,8 +48,8 @@ def _strip_punct(text: str) -> str:
 
 
 def normalise(text: str, language: Language | None = None, *, numbers: bool = False) -> str:
-    """NFC, case-folded, punctuation and symbols as spaces, digits in ASCII, single spaces;
-    with `numbers`, number words of the language become digits."""
+    """NFC, case-folded, punctuation and symbols as spaces, digits in ASCII, Arabic vowel marks dropped,
+    single spaces; with `numbers`, number words of the language become digits."""
     text = _strip_punct(unicodedata.normalize("NFC", text).casefold())
     text = " ".join(text.split())
     if numbers and language is not None and language.numbers:

@@ -22,6 +22,8 @@ Clean semantics (where the public reference is surprising):
 - A rule dimension that is computed from words (STARTSWITH) and not given in the key is computed
   from the word that follows the rule in the rendered text; `<x.STARTSWITH>` computes it from the
   nearest following rendering of x instead.
+- A rule value or a function value may come with accepted variants (狗 counts with 只 or 条): the
+  first is rendered, a fill's `accepted_forms` render the others (answers' alternatives).
 """
 
 from __future__ import annotations
@@ -64,6 +66,7 @@ class Fill:
     values: dict[str, dict]  # placeholder -> {"lemma", "form", "features"}
     verified: bool
     other_forms: dict[str, list[str]]  # field -> the field rendered with other forms of its lexemes
+    accepted_forms: dict[str, list[str]] = field(default_factory=dict)  # field -> rendered with accepted variants
 
 
 def _text_locator(text: str, field_name: str | None) -> Locate:
@@ -672,8 +675,7 @@ class Template:
             parts[i] = self._rule_value(ops[i][1], combo, choice, parts, i)
         return "".join(parts), parts
 
-    def _rule_value(self, kid: int, combo: Combo, choice: dict[str, int], parts: list[str], i: int) -> str:
-        use = self.rule_uses[kid]
+    def _rule_features(self, use: RuleUse, combo: Combo, choice: dict[str, int], parts: list[str], i: int) -> dict[str, str]:
         feats = {}
         for dim, how in use.spec.items():
             if how[0] == "word":
@@ -687,20 +689,28 @@ class Template:
             if f is None:
                 raise self._err(f"rule {use.rule} needs {dim} from the following word, but nothing follows", use.where)
             feats[dim] = f
+        return feats
+
+    def _rule_value(self, kid: int, combo: Combo, choice: dict[str, int], parts: list[str], i: int) -> str:
+        use = self.rule_uses[kid]
+        feats = self._rule_features(use, combo, choice, parts, i)
         value = self.lang.rules[use.rule].lookup(feats)
         if value is MISSING:
             raise self._missing(use, feats)
         return self._modify(value, use.mods)
 
-    def _fill(self, index: int, variants: tuple[str, ...] = ()) -> Fill:
+    def _fill(self, index: int, variants: tuple[str, ...] = (), accepted: tuple[str, ...] = ()) -> Fill:
         combo, choice = self._decode(index)
         texts = {}
         other: dict[str, list[str]] = {}
+        right: dict[str, list[str]] = {}
         for fname in self.ops:
             raw, parts = self._render_field(fname, combo, choice)
             texts[fname] = self.lang.postprocess(raw)
             if fname in variants:
                 other[fname] = self._variants(fname, combo, choice, texts[fname])
+            if fname in accepted:
+                right[fname] = self._variants(fname, combo, choice, texts[fname], accepted=True)
         verified = all(self._form(mid, combo, choice)[1] for var in self.vars.values() for mid in var.mentions)
         values = {}
         for name, var in self.vars.items():
@@ -712,15 +722,27 @@ class Template:
             feats.update({d: combo.features[s] for d, s in var.slots.items() if d not in feats})
             values[name] = {"lemma": var.pool.lemmas[choice[name]], "form": self._form(mid, combo, choice)[0],
                             "features": feats}
-        return Fill(index, texts, values, verified, other)
+        return Fill(index, texts, values, verified, other, right)
 
-    def _variants(self, fname: str, combo: Combo, choice: dict[str, int], gold: str) -> list[str]:
+    def _variants(self, fname: str, combo: Combo, choice: dict[str, int], gold: str, *, accepted: bool = False) -> list[str]:
         """The field rendered with each other verified form of one of its lexemes, another value of one of
-        its rules, or another form of a function's value (a number word in another gender)."""
+        its rules, or another form of a function's value (a number word in another gender); with
+        `accepted`, rendered instead with each accepted variant of a rule's or a function's value."""
         out: dict[str, None] = {}
+        parts = None
         for i, op in enumerate(self.ops[fname]):
             alts: list[str] = []
-            if op[0] == "mention":
+            if accepted:
+                if op[0] == "call":
+                    value = self._call_value(op[1], combo, choice)
+                    alts = [self._modify(a, op[2]) for a in value.accepted] if isinstance(value, Forms) else []
+                elif op[0] == "rule":
+                    use = self.rule_uses[op[1]]
+                    if parts is None and use.deferred:
+                        parts = self._render_field(fname, combo, choice)[1]
+                    feats = self._rule_features(use, combo, choice, parts or [], i)
+                    alts = [self._modify(v, op[2]) for v in self.lang.rules[use.rule].accepted(feats)]
+            elif op[0] == "mention":
                 m = self.mentions[op[1]]
                 table = self.vars[m.var].pool.tables[choice[m.var]]
                 alts = [self._modify(form, op[2]) for form, ok in table.values() if ok]
@@ -741,11 +763,13 @@ class Template:
     def indices(self, n: int = -1, seed: int = 0) -> Iterator[int]:
         return sorted_sample(self.total, n, seed)
 
-    def fills(self, n: int = -1, seed: int = 0, *, variants: tuple[str, ...] = ()) -> Iterator[Fill]:
+    def fills(self, n: int = -1, seed: int = 0, *, variants: tuple[str, ...] = (),
+              accepted: tuple[str, ...] = ()) -> Iterator[Fill]:
         """Fills with their texts, values and verification state; `variants` names fields whose
-        renderings with other forms of their lexemes are wanted (answer forms)."""
+        renderings with other forms of their lexemes are wanted (answer forms), `accepted` fields whose
+        renderings with the accepted variants of their rules' and functions' values are (alternatives)."""
         for index in self.indices(n, seed):
-            yield self._fill(index, variants)
+            yield self._fill(index, variants, accepted)
 
     def stream(self, n: int = -1, seed: int = 0) -> Iterator[str | dict[str, str]]:
         """Rendered tests one at a time: memory stays flat however many are drawn."""

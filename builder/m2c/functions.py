@@ -3,7 +3,8 @@
 A function gets its arguments resolved per fill (a placeholder key gives its rendered string, a
 `placeholder.DIMENSION` argument the feature label, literals stay as written) and the fill's
 language as the keyword `lang`. It returns a string or number, or `Forms` when the value has other
-inflected forms that an answer checker should recognise as morphological errors.
+inflected forms that an answer checker should recognise as morphological errors, or accepted variants
+that are right too.
 """
 
 from __future__ import annotations
@@ -21,8 +22,11 @@ class FunctionError(ValueError):
 
 @dataclass(frozen=True)
 class Forms:
+    """A function's value with its wrong forms (`others`) and its accepted variants (`accepted`)."""
+
     value: str
     others: tuple[str, ...] = ()
+    accepted: tuple[str, ...] = ()
 
     def __str__(self) -> str:
         return self.value
@@ -91,5 +95,15 @@ def _words(n, *features, lang: Language) -> Forms:
     if form is MISSING:
         raise FunctionError(f"number {value} has no single form for {'.'.join(wanted.values()) or 'no features'} "
                             f"(its forms vary by {', '.join(d for d in rule.dims if d not in wanted)})")
-    others = tuple(sorted(set(rule.table.values()) - {form}))
-    return Forms(form, others)
+    accepted = rule.accepted(wanted)
+    return Forms(form, tuple(sorted(set(rule.table.values()) - {form, *accepted})), accepted)
+
+
+@register_function("clock")
+def _clock(hour, *, lang: Language) -> Forms:
+    """The time of day at a full hour (any integer, taken modulo 24), from the language's `clock:` table:
+    Swahili counts the hours from sunrise and sunset (saa moja asubuhi is 7 a.m.)."""
+    if not lang.clock:
+        raise FunctionError(f"{lang.name} has no clock (add clock: with the hours 0-23 to its language file)")
+    said = lang.clock[as_number(hour, lang) % 24]
+    return Forms(said[0], (), said[1:])

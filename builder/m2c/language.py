@@ -1,4 +1,4 @@
-"""Languages as data: dimensions, rules, modifiers, post-processing and number words.
+"""Languages as data: dimensions, rules, modifiers, post-processing, number words and a clock.
 
 A language file (`data/m2c/languages/<code>.yaml`) declares everything the engine knows about a
 language, so adding or correcting one never touches code. Feature labels follow UniMorph where it has
@@ -91,44 +91,61 @@ MISSING = object()
 
 @dataclass
 class Rule:
-    """A deterministic value per feature bundle (articles, pronouns, classifiers...).
+    """A deterministic value per feature bundle (articles, pronouns, classifiers, number words...).
 
     Bundles not mentioning one of the rule's dimensions hold for all its features (expansion), and a
-    more specific bundle wins over a less specific one.
+    more specific bundle wins over a less specific one. A value may be a list: the first is generated,
+    the others are accepted in answers too (狗 counts with 只 or 条; Arabic 8 is ثماني or ثمان).
     """
 
     name: str
     dims: tuple[str, ...]
     table: dict[tuple[str, ...], str]
+    variants: dict[tuple[str, ...], tuple[str, ...]] = field(default_factory=dict)
 
     @classmethod
     def build(cls, name: str, entries: dict[str, Any], dims: Dimensions) -> "Rule":
         parsed = []
         for bundle, value in entries.items():
-            if not isinstance(value, str):
-                raise LanguageDataError(f"rule {name}, bundle {bundle}: the value must be a string")
-            parsed.append((dims.bundle(str(bundle), what=f"rule {name}"), value))
+            values = value if isinstance(value, list) else [value]
+            if not values or not all(isinstance(v, str) for v in values):
+                raise LanguageDataError(f"rule {name}, bundle {bundle}: the value must be a string or a list of strings")
+            parsed.append((dims.bundle(str(bundle), what=f"rule {name}"), tuple(values)))
         rule_dims = dims.sort({d for b, _ in parsed for d in b})
-        table: dict[tuple[str, ...], str] = {}
+        table: dict[tuple[str, ...], tuple[str, ...]] = {}
         specificity: dict[tuple[str, ...], int] = {}
-        for b, value in parsed:
+        for b, values in parsed:
             axes = [(b[d],) if d in b else dims[d].features for d in rule_dims]
             for key in itertools.product(*axes):
                 if specificity.get(key, -1) < len(b):
-                    table[key], specificity[key] = value, len(b)
-                elif specificity[key] == len(b) and table[key] != value:
-                    raise LanguageDataError(f"rule {name}: bundles give both {table[key]!r} and {value!r} for {'.'.join(key)}")
-        return cls(name, rule_dims, table)
+                    table[key], specificity[key] = values, len(b)
+                elif specificity[key] == len(b) and table[key] != values:
+                    raise LanguageDataError(f"rule {name}: bundles give both {table[key][0]!r} and {values[0]!r} "
+                                            f"for {'.'.join(key)}")
+        return cls(name, rule_dims, {k: v[0] for k, v in table.items()}, {k: v[1:] for k, v in table.items() if len(v) > 1})
+
+    def _keys(self, features: dict[str, str]) -> list[tuple[str, ...]]:
+        if all(d in features for d in self.dims):
+            key = tuple(features[d] for d in self.dims)
+            return [key] if key in self.table else []
+        return [k for k in self.table if all(features.get(d, f) == f for d, f in zip(self.dims, k))]
 
     def lookup(self, features: dict[str, str]) -> str | object:
         """The value for the requested features; MISSING when no bundle serves them.
 
         Dimensions the request leaves open are allowed when every candidate gives the same value.
         """
-        if all(d in features for d in self.dims):
-            return self.table.get(tuple(features[d] for d in self.dims), MISSING)
-        values = {v for k, v in self.table.items() if all(features.get(d, f) == f for d, f in zip(self.dims, k))}
+        values = {self.table[k] for k in self._keys(features)}
         return values.pop() if len(values) == 1 else MISSING
+
+    def accepted(self, features: dict[str, str]) -> tuple[str, ...]:
+        """The accepted variants of the value `lookup` gives for these features (never generated)."""
+        return tuple(dict.fromkeys(v for k in self._keys(features) for v in self.variants.get(k, ())))
+
+    @property
+    def forms(self) -> set[str]:
+        """Every value and accepted variant."""
+        return set(self.table.values()) | {v for vs in self.variants.values() for v in vs}
 
 
 def capitalize(s: str) -> str:
@@ -188,7 +205,7 @@ class PostProcess:
         pp = cls(capitalize_sentences=spec.get("capitalize_sentences", True))
         el = spec.get("elision")
         if el:
-            guard = "".join(f"(?!{re.escape(w)})" for w in el.get("except", []))  # word beginnings
+            guard = "".join(f"(?!{w})" for w in el.get("except", []))  # word beginnings, as patterns
             pp.elided = {w.lower(): short for w, short in el["words"].items()}
             pp.elision = re.compile(rf"(?<!\w)({_alternation(pp.elided)})\s+(?={guard}(?:{el['before']}))", re.I)
         table = spec.get("contractions") or {}
@@ -239,7 +256,7 @@ class Language:
     modifiers: dict[str, Callable[[str], str]] = field(default_factory=lambda: dict(BUILTIN_MODIFIERS))
     post: PostProcess | None = None
     numbers: dict[int, Rule] = field(default_factory=dict)
-    number_variants: dict[int, tuple[str, ...]] = field(default_factory=dict)  # accepted, never generated
+    clock: dict[int, tuple[str, ...]] = field(default_factory=dict)  # hour 0-23 -> the time of day, accepted variants
     unimorph_ignore: frozenset[str] = frozenset()
     unimorph_map: dict[str, str] = field(default_factory=dict)
     spaced: bool = True  # words separated by spaces (number words are matched as whole words)
@@ -254,7 +271,7 @@ class Language:
         if self._number_words is None:
             self._number_words = {}
             for n, rule in sorted(self.numbers.items()):
-                for form in sorted(set(rule.table.values()) | set(self.number_variants.get(n, ()))):
+                for form in sorted(rule.forms):
                     self._number_words.setdefault(unicodedata.normalize("NFC", form).casefold(), n)
         return self._number_words
 
@@ -320,6 +337,23 @@ def _dimension(name: str, spec: Any) -> Dimension:
     return dim
 
 
+def _clock(raw: Any) -> dict[int, tuple[str, ...]]:
+    """`clock:` gives the time of day at every full hour 0-23 as the language says it (a list: the
+    first is generated, the others accepted), for the built-in function $clock."""
+    if not raw:
+        return {}
+    clock = {}
+    for hour, said in raw.items():
+        said = said if isinstance(said, list) else [said]
+        if not isinstance(hour, int) or not 0 <= hour <= 23 or not said or not all(isinstance(x, str) for x in said):
+            raise LanguageDataError(f"clock, hour {hour!r}: give an hour 0-23 and a string or a list of strings")
+        clock[hour] = tuple(said)
+    missing = sorted(set(range(24)) - set(clock))
+    if missing:
+        raise LanguageDataError(f"clock: every hour 0-23 needs its time of day (missing: {', '.join(map(str, missing))})")
+    return clock
+
+
 def parse_language(raw: dict) -> Language:
     dims = Dimensions([_dimension(n, s) for n, s in raw["dimensions"].items()])
     rules = {}
@@ -330,16 +364,15 @@ def parse_language(raw: dict) -> Language:
     modifiers = dict(BUILTIN_MODIFIERS)
     for name, spec in (raw.get("modifiers") or {}).items():
         modifiers[name] = _declared_modifier(name, spec)
-    numbers, variants = {}, {}
-    for n, forms in (raw.get("numbers") or {}).items():
-        if isinstance(forms, list):  # the first is generated, the others are accepted variants
-            forms, variants[int(n)] = forms[0], tuple(forms[1:])
-        entries = {"": forms} if isinstance(forms, str) else forms
+    numbers = {}
+    for n, forms in (raw.get("numbers") or {}).items():  # a list: the first is generated, the others accepted
+        entries = {"": forms} if isinstance(forms, (str, list)) else forms
         numbers[int(n)] = Rule.build(f"number {n}", entries, dims)
+    clock = _clock(raw.get("clock"))
     unimorph = raw.get("unimorph") or {}
     return Language(
         code=raw["code"], name=raw["name"], dims=dims, rules=rules, modifiers=modifiers,
-        post=PostProcess.build(raw.get("postprocess") or {}), numbers=numbers, number_variants=variants,
+        post=PostProcess.build(raw.get("postprocess") or {}), numbers=numbers, clock=clock,
         unimorph_ignore=frozenset(unimorph.get("ignore", [])), unimorph_map=dict(unimorph.get("map", {})),
         spaced=raw.get("spaced", True),
     )
