@@ -12,9 +12,8 @@ from sqlalchemy import select
 
 from annotation.sentences import mark
 from annotation.tasks import task_hash
-from builder.flags import list_flags
 from builder.languages import SOURCE_LANGUAGE
-from builder.reviews import SentenceEdit, current_pairs, judge_decisions
+from builder.reviews import SentenceEdit, current_pairs, judge_pending
 from builder.selection import verified
 from builder.workspace import schema as t
 from builder.workspace.store import Workspace
@@ -22,8 +21,7 @@ from builder.workspace.store import Workspace
 
 def judge_tasks(ws: Workspace, lang: str) -> list[dict]:
     """One task per pair flagged by the judge in `lang` whose current sentences no curator has decided on."""
-    decided = judge_decisions(ws, lang)
-    flagged = {f.item_id: f.reason for f in list_flags(ws, stage="judge", langs=[lang]) if f.item_id not in decided}
+    flagged = judge_pending(ws, lang)
     if not flagged:
         return []
     pairs = {r["id"]: r for r in ws.rows(select(t.pairs).where(t.pairs.c.id.in_(sorted(flagged))))}

@@ -476,10 +476,11 @@ def _decide_judgements(ws: Workspace, lang: str) -> None:
             for pid, d in decided.items() if d.decision == "false negative"})
 
 
-def judge_pending(ws: Workspace, lang: str) -> list[str]:
-    """Pairs whose judge's verdict waits for a curator: flagged by the judge, not decided on their current sentences."""
+def judge_pending(ws: Workspace, lang: str) -> dict[str, str]:
+    """Pairs whose judge's verdict waits for a curator (flagged by the judge, not decided on their current
+    sentences): pair id -> the flag's reason."""
     decided = judge_decisions(ws, lang)
-    return [f.item_id for f in list_flags(ws, stage="judge", langs=[lang]) if f.item_id not in decided]
+    return {f.item_id: f.reason for f in list_flags(ws, stage="judge", langs=[lang]) if f.item_id not in decided}
 
 
 def _decide_forms(ws: Workspace, a: Annotation, counts: dict[str, int]) -> None:

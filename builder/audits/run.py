@@ -37,8 +37,6 @@ from builder.selection import Scope, verified
 from builder.workspace import schema as t
 from builder.workspace.store import Workspace
 
-AUDIT_STAGES = ("similarity", "occurrence", "judge")
-
 
 @dataclass
 class AuditSummary:
@@ -52,6 +50,14 @@ class AuditSummary:
     @property
     def total(self) -> int:
         return sum(n for by in self.findings.values() for n in by.values())
+
+    def describe(self) -> str:
+        """One line: the findings by language and audit, similarities computed, verdicts by language."""
+        found = "; ".join(f"{lang} " + ", ".join(f"{k} {v}" for k, v in by.items() if v)
+                          for lang, by in sorted(self.findings.items()) if any(by.values()))
+        return (f"pair audits: {self.total} finding(s) flagged" + (f" ({found})" if found else "")
+                + f"; similarities computed {self.similarities}; judged "
+                + (", ".join(f"{k} {v}" for k, v in sorted(self.judged.items())) or "nothing"))
 
 
 async def audit(ws: Workspace, client: LLMClient | None, languages: list[Language], *, scope: Scope = Scope(),

@@ -20,7 +20,6 @@ from annotation.review import pull, push, stage_tasks
 from annotation.server import serve, stop
 from builder import languages as languages_mod
 from builder.audits import audit
-from builder.cli.stages import audit_line
 from builder.generate import english_sentence, generate
 from builder.llm.cache import LLMCache
 from builder.llm.config import LLMSettings
@@ -110,7 +109,7 @@ def _run(ws: Workspace, console: Console, settings: LLMSettings, auto_review: bo
     run = run_stage(ws, settings, "generate", lambda c, p: generate(ws, c, gen_langs, scope=scope, progress=p), console)
     console.print(f"      generated {run.result.generated}; flagged {run.result.flagged}")
     run = run_stage(ws, settings, "audit", lambda c, p: audit(ws, c, gen_langs, scope=scope, progress=p), console)
-    console.print(f"      {audit_line(run.result)}")
+    console.print(f"      {run.result.describe()}")
     if run.result.total:
         console.print(f"[yellow]      the findings are flagged for curators: builder status --flags -w {where}; the judge's "
                       f"verdicts go to Label Studio with builder review push --stage judge[/yellow]")

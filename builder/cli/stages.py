@@ -15,7 +15,7 @@ from rich.table import Table
 from rich.text import Text
 
 from builder import languages as languages_mod
-from builder.audits import AuditSummary, audit as audit_pairs
+from builder.audits import audit as audit_pairs
 from builder.cli.common import (
     BatchOpt,
     ConcOpt,
@@ -183,14 +183,7 @@ def audit(
 def _audit(ws, targets, properties: Optional[str], settings) -> None:
     run = llm_stage(ws, "audit", properties, settings,
                     lambda c, p, scope: audit_pairs(ws, c, targets, scope=scope, progress=p))
-    report_stage(run, audit_line(run.result))
-
-
-def audit_line(s: AuditSummary) -> str:
-    found = "; ".join(f"{lang} " + ", ".join(f"{k} {v}" for k, v in by.items() if v)
-                      for lang, by in sorted(s.findings.items()) if any(by.values()))
-    return (f"pair audits: {s.total} finding(s) flagged" + (f" ({found})" if found else "")
-            + f"; similarities computed {s.similarities}; judged " + ", ".join(f"{k} {v}" for k, v in sorted(s.judged.items())))
+    report_stage(run, run.result.describe())
 
 
 def demo(
