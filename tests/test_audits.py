@@ -1,6 +1,5 @@
 """Pair audits: planted cases for each audit, the bundled sample clean, similarity from the real model."""
 
-import asyncio
 import re
 
 import pyarrow.parquet as pq
@@ -14,8 +13,6 @@ from builder.audits.similarity import similarities, type_problems
 from builder.flags import list_flags
 from builder.generate import generate
 from builder.languages import registry
-from builder.llm.cache import LLMCache
-from builder.llm.client import LLMClient
 from builder.llm.config import LLMSettings
 from builder.paths import sample_dir
 from builder.records import concept_id, pair_id
@@ -26,23 +23,11 @@ from builder.selection import Scope
 from builder.status import status
 from builder.workspace import schema as t
 
-from conftest import settings_for
+from test_generate import stage as run  # a stage over some properties, answered by the stand-in
 
 pytest_plugins = ["release_fixtures"]
 BALL = "is used for hitting a ball"
 BOOKS = "is used for storing books"
-
-
-def run(ws, server, fn, langs, props, **settings):
-    client = LLMClient(LLMCache.of_workspace(ws), settings_for(server, **settings))
-
-    async def go():
-        try:
-            return await fn(ws, client, [registry(ws)[c] for c in langs], scope=Scope.parse(ws, props))
-        finally:
-            await client.aclose()
-
-    return asyncio.run(go())
 
 
 def flags(ws, stage):
