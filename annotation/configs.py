@@ -9,7 +9,7 @@ from __future__ import annotations
 from xml.sax.saxutils import quoteattr
 
 from builder.records import Language
-from builder.reviews import SENTENCE_DECISIONS, TRANSLATION_DECISIONS
+from builder.reviews import JUDGE_DECISIONS, SENTENCE_DECISIONS, TRANSLATION_DECISIONS
 
 
 def _dir(lang: Language) -> str:
@@ -89,9 +89,31 @@ def inflection_config(lang: Language) -> str:
 </View>"""
 
 
+def judge_config(lang: Language) -> str:
+    """The pair, the LLM judge's reason, and the decision: confirm the false negative, or keep the pair."""
+    return f"""<View>
+  <Header value="Judge's verdict in {lang.name} ({lang.code}): may the $negative_type negative have the property?"/>
+  <View style="display:grid; grid-template-columns: 9em 1fr; gap: 4px 12px">
+    <Header size="6" value="Property"/><Text name="property" value="$property"/>
+    <Header size="6" value="Acceptable concept"/><Text name="acceptable_word" value="$acceptable_word"/>
+    <Header size="6" value="Unacceptable concept"/><Text name="unacceptable_word" value="$unacceptable_word"/>
+    <Header size="6" value="English"/><Text name="english" value="$english"/>
+    <Header size="6" value="The judge's reason"/><Text name="reason" value="$reason"/>
+  </View>
+  <View style="direction: {_dir(lang)}">
+    <Header size="5" value="Acceptable sentence"/><Text name="acceptable" value="$acceptable"/>
+    <Header size="5" value="Unacceptable sentence"/><Text name="unacceptable" value="$unacceptable"/>
+  </View>
+  <Header size="6" value="false negative: the unacceptable concept has the property (the pair must change); keep: it lacks it"/>
+  {_choices("decision", "unacceptable", JUDGE_DECISIONS)}
+  <TextArea name="comment" toName="unacceptable" editable="true" maxSubmissions="1" rows="2" transcription="true"/>
+</View>"""
+
+
 CONFIGS = {
     "translation": translation_config,
     "adjudication": lambda lang: translation_config(lang, adjudication=True),
     "sentences": sentence_config,
     "inflections": inflection_config,
+    "judge": judge_config,
 }

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from label_studio_sdk import LabelStudio
 from sqlalchemy import select
 
-from annotation import inflections, sentences
+from annotation import inflections, judge, sentences
 from annotation.configs import CONFIGS
 from annotation.server import Connection
 from annotation.tasks import parse_annotation, task_hash, textarea
@@ -129,7 +129,9 @@ def stage_tasks(ws: Workspace, lang: str, stage: str) -> list[dict]:
         return sentences.sentence_tasks(ws, lang)
     if stage == "inflections":
         return inflections.inflection_tasks(ws, lang)
-    raise ValueError(f"unknown review stage {stage!r}: translation, adjudication, sentences or inflections")
+    if stage == "judge":
+        return judge.judge_tasks(ws, lang)
+    raise ValueError(f"unknown review stage {stage!r}: translation, adjudication, sentences, inflections or judge")
 
 
 def push(ws: Workspace, conn: Connection, lang: str, *, stage: str = "translation", limit: int | None = None,
@@ -174,7 +176,8 @@ def _translation_edit(data: dict, fields: dict) -> TranslationEdit:
 
 
 EDITS = {"translation": ("translation", _translation_edit), "adjudication": ("translation", _translation_edit),
-         "sentences": ("sentences", sentences.edit), "inflections": ("forms", inflections.edit)}
+         "sentences": ("sentences", sentences.edit), "inflections": ("forms", inflections.edit),
+         "judge": ("sentences", judge.edit)}
 
 
 def annotation_record(project: ReviewProject, task: dict, ann: dict, users: dict[int, str]) -> Annotation:

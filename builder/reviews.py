@@ -5,7 +5,8 @@ Decisions arrive through every channel — `builder accept` (`accept`), a Label 
 annotation of stage "adjudication") — and verified words also from the seeds (`record_seed_words`).
 This module alone writes `reviews`, `verified_words`, `review_annotations`, `sentence_reviews` and
 `review_projects`; decisions on inflection tables go to `builder.m2c.lexicon.verify_fills`, the writer
-of `lexicon_forms`.
+of `lexicon_forms`, and decisions on the judge's verdicts (stage "judge": is a negative a false
+negative?) to the judge's flags through `builder.flags`.
 
 The rules it keeps:
 - an annotation stays on what it was made on: the proposal (translations) or the version of the pair
@@ -30,6 +31,7 @@ from sqlalchemy import select
 from sqlalchemy.engine import Connection
 
 from builder.agreement import Agreement, agreement as measure_agreement
+from builder.flags import clear_flags, list_flags, record_flags
 from builder.m2c.lexicon import list_forms, verify_fills
 from builder.records import Record, VerifiedWord
 from builder.selection import verified
@@ -38,20 +40,24 @@ from builder.workspace import schema as t
 from builder.workspace.store import Workspace, now
 
 __all__ = [
-    "SENTENCE_DECISIONS", "TRANSLATION_DECISIONS",
+    "JUDGE_DECISIONS", "SENTENCE_DECISIONS", "TRANSLATION_DECISIONS",
     "AcceptSummary", "Annotation", "FormsEdit", "PullSummary", "ReviewProject", "SentenceEdit", "SentenceReview",
     "TranslationEdit",
-    "accept", "agreement", "curators", "current_pairs", "disagreements", "latest_proposals", "opinions",
+    "accept", "agreement", "curators", "current_pairs", "disagreements", "judge_decisions", "judge_pending", "latest_proposals",
+    "opinions",
     "record_pull", "record_seed_words", "rejected_items", "rejected_pairs", "remember_project", "review_project",
     "review_projects", "review_status", "sentence_decisions",
 ]
 
-ReviewStage = Literal["translation", "adjudication", "sentences", "inflections"]
+ReviewStage = Literal["translation", "adjudication", "sentences", "inflections", "judge"]
 TRANSLATION_DECISIONS: tuple[str, ...] = ("accept", "corrected", "reject", "ambiguous")
 SENTENCE_DECISIONS: tuple[str, ...] = ("accept", "fix", "reject")  # sentence pairs and inflection tables
+JUDGE_DECISIONS: tuple[str, ...] = ("false negative", "keep")  # the judge's verdict that a negative may have the property
 _DECISIONS = {"translation": TRANSLATION_DECISIONS, "adjudication": TRANSLATION_DECISIONS,
-              "sentences": SENTENCE_DECISIONS, "inflections": SENTENCE_DECISIONS}
-_PAYLOAD = {"translation": "translation", "adjudication": "translation", "sentences": "sentences", "inflections": "forms"}
+              "sentences": SENTENCE_DECISIONS, "inflections": SENTENCE_DECISIONS, "judge": JUDGE_DECISIONS}
+# What an annotation carries beside its decision; a judge task shows a pair's sentences, as a sentence task does.
+_PAYLOAD = {"translation": "translation", "adjudication": "translation", "sentences": "sentences", "inflections": "forms",
+            "judge": "sentences"}
 _VERIFYING = ("accept", "corrected")  # translation decisions that make a verified word
 
 
@@ -137,11 +143,11 @@ class ReviewProject(Record):
 
 
 class SentenceReview(Record):
-    """A curator's decision on a pair's current sentences, as the rest of the pipeline sees it."""
+    """A curator's decision on a pair's current sentences (a sentence review's, or one on the judge's verdict)."""
 
     pair_id: str
     lang: str
-    decision: Literal["accept", "fix", "reject"]
+    decision: Literal["accept", "fix", "reject", "false negative", "keep"]
     acceptable: str  # the sentences as the curator left them
     unacceptable: str
     reviewer: str
@@ -383,13 +389,23 @@ def sentence_decisions(ws: Workspace, lang: str) -> dict[str, SentenceReview]:
 
     A decision counts only for the version of the pair it was made on: when a rejected pair is
     regenerated, the old decision stops applying and the new sentences wait for review."""
+    return _pair_decisions(ws, lang, "sentences")
+
+
+def judge_decisions(ws: Workspace, lang: str) -> dict[str, SentenceReview]:
+    """pair id -> the latest curator decision on the judge's verdict about the pair's current sentences
+    (`JUDGE_DECISIONS`); regenerated sentences are judged, and reviewed, afresh."""
+    return _pair_decisions(ws, lang, "judge")
+
+
+def _pair_decisions(ws: Workspace, lang: str, stage: str) -> dict[str, SentenceReview]:
     current = current_pairs(ws, lang)
     a, s = t.review_annotations, t.sentence_reviews
     rows = ws.rows(
         select(a.c.item_id, a.c.decision, a.c.reviewer, a.c.comment, a.c.annotation_id, s.c.version, s.c.acceptable,
                s.c.unacceptable)
         .join(s, (s.c.annotation_id == a.c.annotation_id) & (s.c.url == a.c.url))
-        .where(a.c.lang == lang, a.c.stage == "sentences", a.c.cancelled.is_(False), a.c.decision.is_not(None))
+        .where(a.c.lang == lang, a.c.stage == stage, a.c.cancelled.is_(False), a.c.decision.is_not(None))
         .order_by(a.c.updated_at)
     )
     out: dict[str, SentenceReview] = {}
@@ -448,6 +464,25 @@ def _store(c: Connection, a: Annotation, *, first: bool) -> None:
         c.execute(t.review_annotations.update().where(key).values(**row))
 
 
+def _decide_judgements(ws: Workspace, lang: str) -> None:
+    """A curator's decision on the judge's verdict settles its flag: "keep" clears it; "false negative"
+    keeps it, now saying who confirmed it, until the negative is replaced in the seeds or the pair waived."""
+    decided = judge_decisions(ws, lang)
+    with ws.transaction() as c:
+        clear_flags(c, "judge", lang, [pid for pid, d in decided.items() if d.decision == "keep"])
+        record_flags(c, "judge", lang, {
+            pid: f"a curator ({d.reviewer}) confirmed the negative has the property"
+                 + (f" ({d.comment})" if d.comment else "") + "; replace it in the seeds, or waive the pair"
+            for pid, d in decided.items() if d.decision == "false negative"})
+
+
+def judge_pending(ws: Workspace, lang: str) -> dict[str, str]:
+    """Pairs whose judge's verdict waits for a curator (flagged by the judge, not decided on their current
+    sentences): pair id -> the flag's reason."""
+    decided = judge_decisions(ws, lang)
+    return {f.item_id: f.reason for f in list_flags(ws, stage="judge", langs=[lang]) if f.item_id not in decided}
+
+
 def _decide_forms(ws: Workspace, a: Annotation, counts: dict[str, int]) -> None:
     """A decision on a lemma's forms, applied through the lexicon; forms that cannot be read count as invalid."""
     if a.decision == "fix" and a.forms.forms is None:
@@ -493,6 +528,8 @@ def record_pull(ws: Workspace, url: str, annotations: Iterable[Annotation]) -> P
                 tables.append(a)
     for lang in sorted({p.lang for p in review_projects(ws, url) if p.stage in ("translation", "adjudication")}):
         _decide_translations(ws, lang, summary)
+    for lang in sorted({p.lang for p in review_projects(ws, url) if p.stage == "judge"}):
+        _decide_judgements(ws, lang)
     for a in sorted(tables, key=lambda a: a.updated_at):
         _decide_forms(ws, a, summary.forms)
     return summary
@@ -530,6 +567,9 @@ def _stage_status(ws: Workspace, stage: str, lang: str) -> dict:
         decided = sentence_decisions(ws, lang)
         return {"pending": len(current_pairs(ws, lang)) - len(decided),
                 **_counts((d.decision for d in decided.values()), SENTENCE_DECISIONS)}
+    if stage == "judge":
+        decided = judge_decisions(ws, lang)
+        return {"pending": len(judge_pending(ws, lang)), **_counts((d.decision for d in decided.values()), JUDGE_DECISIONS)}
     if stage == "inflections":
         rows = sorted(ws.rows(_decided_annotations(stage, lang)), key=lambda r: r["updated_at"])
         latest = {a["item_id"]: a["decision"] for a in rows}  # per lemma, the latest decision

@@ -1,7 +1,9 @@
 """Seed importers: COMPS-format pairs, concept categories and expert seed translations.
 
 Files are parsed and validated completely before anything is written; every problem is reported
-with file, line and field, and a file with any problem writes nothing.
+with file, line and field, and a file with any problem writes nothing. A COMPS `similarity` is checked
+but not kept: `pairs.similarity` holds the embedding model's value, which the pair audits compute
+(`builder.audits.similarity`) and record here, in the one module that writes `pairs`.
 """
 
 from __future__ import annotations
@@ -188,7 +190,7 @@ def _plan_comps(rows: list[Row], plan: ImportPlan, source: str) -> None:
         )
         pair = Pair(
             id=pid, group_id=group_id(prop, acc), property_id=property_id(prop), acceptable_id=concept_id(acc),
-            unacceptable_id=concept_id(unacc), negative_type=neg, similarity=float(sim) if sim is not None else None,
+            unacceptable_id=concept_id(unacc), negative_type=neg,
             prefix_acceptable=vals["prefix_acceptable"], prefix_unacceptable=vals["prefix_unacceptable"],
         )
         plan.pairs[pid] = {**pair.model_dump(), "source": f"{row.path.name}:{row.line}", "_where": row.where()}
@@ -307,6 +309,13 @@ def import_seeds(ws: Workspace, *paths: Path | str) -> ImportSummary:
     if plan.problems:
         raise SeedImportError(plan.problems)
     return _write(ws, plan, len(files))
+
+
+def record_similarities(ws: Workspace, values: dict[str, float]) -> None:
+    """The embedding model's similarity of each pair's two concepts (pair id -> cosine), in one transaction."""
+    with ws.transaction() as conn:
+        for pid, value in values.items():
+            conn.execute(t.pairs.update().where(t.pairs.c.id == pid).values(similarity=value))
 
 
 def _check_conflicts(ws: Workspace, plan: ImportPlan) -> None:

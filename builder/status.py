@@ -1,5 +1,5 @@
-"""Per language and stage: how many items are pending, proposed, verified, generated and flagged;
-and the items the LLM stages flagged, with their reasons."""
+"""Per language and stage: how many items are pending, proposed, verified, generated and flagged, and the
+concept–property overlap of its generated pairs; and the flagged items (LLM stages, pair audits), with their reasons."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from collections.abc import Collection
 from pydantic import BaseModel
 from sqlalchemy import func, select
 
+from builder.audits import OverlapRow, overlap_report
 from builder.flags import Flag, flag_counts, list_flags
 from builder.languages import SOURCE_LANGUAGE
 from builder.workspace import schema as t
@@ -27,7 +28,8 @@ class LanguageStatus(BaseModel):
     lang: str
     translate: StageCounts
     generate: StageCounts
-    flags: dict[str, int]  # LLM stage -> items it gave up on (builder.flags), for every stage that has some
+    flags: dict[str, int]  # stage -> items it flagged (builder.flags: LLM stages, pair audits), for every stage that has some
+    overlap: list[OverlapRow] = []  # concept–property overlap of the generated pairs, by negative type
 
 
 class FlaggedItem(Flag):
@@ -54,6 +56,9 @@ def status(ws: Workspace, codes: list[str]) -> list[LanguageStatus]:
             )
         )
     }
+    overlap: dict[str, list[OverlapRow]] = {}
+    for row in overlap_report(ws, [c for c in codes if sentences.get((c, "generated"))]):
+        overlap.setdefault(row.lang, []).append(row)
     out = []
     for code in codes:
         v = verified[code]
@@ -68,7 +73,8 @@ def status(ws: Workspace, codes: list[str]) -> list[LanguageStatus]:
         if code == SOURCE_LANGUAGE:
             tr = StageCounts(verified=v)
         out.append(LanguageStatus(lang=code, translate=tr, generate=ge,
-                                  flags={stage: n for (stage, lang), n in sorted(flags.items()) if lang == code}))
+                                  flags={stage: n for (stage, lang), n in sorted(flags.items()) if lang == code},
+                                  overlap=overlap.get(code, [])))
     return out
 
 

@@ -1,8 +1,8 @@
 """The demo's data built by the real stages without Label Studio, for fixtures that need a workspace.
 
 Seeds, translation replayed from the bundled recording, verification with `builder accept` (the
-review route that needs no server), and sentence generation: the same words and sentences the demo
-produces, in seconds.
+review route that needs no server), sentence generation and the pair audits: the same words,
+sentences and audit flags the demo produces, in seconds.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from pathlib import Path
 from rich.console import Console
 
 from builder import languages
+from builder.audits import audit
 from builder.cli.demo import DEMO_TARGETS
 from builder.generate import generate
 from builder.llm.config import LLMSettings
@@ -41,6 +42,7 @@ def build_sample_workspace(directory: Path) -> Path:
             accept(ws, code, reviewer=REVIEWER)
         gen = [reg[c] for c in ("en", *languages.SEED_LANGUAGES, *DEMO_TARGETS)]
         run_stage(ws, settings, "generate", lambda c, p: generate(ws, c, gen, scope=scope), quiet)
+        run_stage(ws, settings, "audit", lambda c, p: audit(ws, c, gen, scope=scope), quiet)
     finally:
         ws.close()
     return directory

@@ -18,7 +18,7 @@ from builder.cli.seeds import seeds_app
 __all__ = ["app"]
 
 app = typer.Typer(help="Build, review and release multilingual benchmarks with a human-LLM loop.", no_args_is_help=True)
-for command in (stages.init, stages.status, stages.translate, stages.accept, stages.generate, stages.demo, publish):
+for command in (stages.init, stages.status, stages.translate, stages.accept, stages.generate, stages.audit, stages.demo, publish):
     app.command()(command)
 for group, name in ((review_app, "review"), (language_app, "language"), (seeds_app, "seeds"), (llm_app, "llm"),
                     (lexicon_app, "lexicon"), (templates_app, "templates"), (eval_app, "eval"), (releases_app, "releases")):

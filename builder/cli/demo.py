@@ -1,6 +1,6 @@
 """The main job on the bundled sample, end to end, in a fresh (or resumed) workspace.
 
-Seeds → LLM translation → review in a local Label Studio → sentence generation → sentence review →
+Seeds → LLM translation → review in a local Label Studio → sentence generation and pair audits → sentence review →
 M2C fills, their review and rendering → release 0.1.0 → evaluation with every method → gates → report.
 Every step resumes: a second run re-uses the workspace, the LLM cache, the release and the results.
 Without `auto_review` it stops at the first review and says how to continue.
@@ -19,6 +19,7 @@ from annotation.autoreview import accept_open_tasks
 from annotation.review import pull, push, stage_tasks
 from annotation.server import serve, stop
 from builder import languages as languages_mod
+from builder.audits import audit
 from builder.generate import english_sentence, generate
 from builder.llm.cache import LLMCache
 from builder.llm.config import LLMSettings
@@ -107,6 +108,11 @@ def _run(ws: Workspace, console: Console, settings: LLMSettings, auto_review: bo
     console.print(" 5/10 generate sentence pairs in " + ", ".join(lang.code for lang in gen_langs))
     run = run_stage(ws, settings, "generate", lambda c, p: generate(ws, c, gen_langs, scope=scope, progress=p), console)
     console.print(f"      generated {run.result.generated}; flagged {run.result.flagged}")
+    run = run_stage(ws, settings, "audit", lambda c, p: audit(ws, c, gen_langs, scope=scope, progress=p), console)
+    console.print(f"      {run.result.describe()}")
+    if run.result.total:
+        console.print(f"[yellow]      the findings are flagged for curators: builder status --flags -w {where}; the judge's "
+                      f"verdicts go to Label Studio with builder review push --stage judge[/yellow]")
     console.print(" 6/10 review the sentence pairs")
     sentence_langs = tuple(lang.code for lang in gen_langs if lang.code != "en")
     if not _review(ws, conn, console, "sentences", sentence_langs, auto_review):

@@ -64,7 +64,7 @@ def review_stop(workspace: Optional[Path] = WorkspaceOpt) -> None:
 
 @review_app.command("push")
 def review_push(
-    stage: str = typer.Option("translation", help="translation | adjudication | sentences | inflections"),
+    stage: str = typer.Option("translation", help="translation | adjudication | sentences | inflections | judge"),
     lang: str = LangOpt,
     limit: Optional[int] = typer.Option(None, help="At most this many tasks per language"),
     overlap: int = typer.Option(1, min=1, help="Curators per task for the overlapping share"),

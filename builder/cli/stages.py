@@ -1,4 +1,4 @@
-"""The construction stages (`init`, `status`, `translate`, `accept`, `generate`) and the `demo` that runs them all.
+"""The construction stages (`init`, `status`, `translate`, `accept`, `generate`, `audit`) and the `demo` that runs them all.
 
 The demo module (every stage, Label Studio's SDK, torch and transformers: seconds to import) is loaded
 when `demo` runs, so that the other commands start at once.
@@ -15,6 +15,7 @@ from rich.table import Table
 from rich.text import Text
 
 from builder import languages as languages_mod
+from builder.audits import audit as audit_pairs
 from builder.cli.common import (
     BatchOpt,
     ConcOpt,
@@ -47,13 +48,15 @@ def init(directory: Optional[Path] = typer.Argument(None, envvar="BUILDER_WORKSP
 
 
 def status(
-    flags: bool = typer.Option(False, "--flags", help="List the items the LLM stages gave up on, with the reasons"),
-    stage: Optional[str] = typer.Option(None, "--stage", help="With --flags: only this stage (translate, repropose, generate, fill)"),
+    flags: bool = typer.Option(False, "--flags", help="List the flagged items (LLM stages, pair audits), with the reasons"),
+    stage: Optional[str] = typer.Option(None, "--stage", help="With --flags: only this stage (translate, repropose, generate, "
+                                                              "fill, similarity, occurrence, judge)"),
     lang: Optional[str] = typer.Option(None, "--lang", "-l", help="With --flags: only these language codes, comma-separated"),
     workspace: Optional[Path] = WorkspaceOpt,
     as_json: bool = JsonOpt,
 ) -> None:
-    """Per language and stage: pending, proposed, verified, generated, flagged; `--flags` lists the flagged items."""
+    """Per language and stage: pending, proposed, verified, generated, flagged, and concept–property overlap
+    per language and negative type; `--flags` lists the flagged items."""
     ws = open_ws(workspace)
     if flags:
         return _flags(ws, stage, codes(lang), as_json)
@@ -70,6 +73,20 @@ def status(
         table.add_row(r.lang, *map(str, (tr.pending, tr.proposed, tr.verified, tr.flagged, ge.pending, ge.generated, ge.flagged)),
                       ", ".join(f"{k} {v}" for k, v in r.flags.items()))
     out.print(table)
+    overlap = [o for r in rows for o in r.overlap]
+    if overlap:
+        out.print(overlap_table(overlap, "concept–property overlap of the generated pairs (pairs whose concept shares a "
+                                         "character or word stem with the property)"))
+
+
+def overlap_table(rows, title: str) -> Table:
+    table = Table(title=title)
+    for col in ("lang", "negative type", "pairs", "positive shares", "negative shares", "shortcut (positive only)"):
+        table.add_column(col, justify="left" if col in ("lang", "negative type") else "right")
+    for o in rows:
+        table.add_row(o.lang, o.negative_type, str(o.pairs), str(o.positive), str(o.negative),
+                      f"{o.shortcut} ({100 * o.shortcut_share:.0f}%)")
+    return table
 
 
 def _flags(ws, stage: Optional[str], lang_codes: Optional[list[str]], as_json: bool) -> None:
@@ -132,15 +149,41 @@ def generate(
     concurrency: Optional[int] = ConcOpt,
     workspace: Optional[Path] = WorkspaceOpt,
 ) -> None:
-    """Stage 4: the LLM writes acceptable and unacceptable sentences from verified words."""
+    """Stage 4: the LLM writes acceptable and unacceptable sentences from verified words; then the pair audits run."""
     ws = open_ws(workspace)
     targets = langs(ws, lang)
-    run = llm_stage(ws, "generate", properties, llm_settings(offline, dry_run, batch, concurrency),
+    settings = llm_settings(offline, dry_run, batch, concurrency)
+    run = llm_stage(ws, "generate", properties, settings,
                     lambda c, p, scope: generate_stage(ws, c, targets, scope=scope, progress=p))
     r = run.result
     report_stage(run, "generated " + ", ".join(f"{k} {v}" for k, v in r.generated.items())
                  + "; flagged " + ", ".join(f"{k} {v}" for k, v in r.flagged.items())
                  + "; waiting for verified words " + ", ".join(f"{k} {v}" for k, v in r.blocked.items()))
+    if not dry_run:  # a dry run generated nothing to audit
+        _audit(ws, targets, properties, settings)
+
+
+def audit(
+    lang: str = LangOpt,
+    properties: Optional[str] = PropsOpt,
+    offline: bool = OfflineOpt,
+    dry_run: bool = DryRunOpt,
+    batch: bool = BatchOpt,
+    concurrency: Optional[int] = ConcOpt,
+    workspace: Optional[Path] = WorkspaceOpt,
+) -> None:
+    """Pair audits of the generated pairs: similarity and negative types, concept occurrences, the LLM judge.
+
+    Findings are flagged for curators (`status --flags`); the judge's go to Label Studio with
+    `review push --stage judge`."""
+    ws = open_ws(workspace)
+    _audit(ws, langs(ws, lang), properties, llm_settings(offline, dry_run, batch, concurrency))
+
+
+def _audit(ws, targets, properties: Optional[str], settings) -> None:
+    run = llm_stage(ws, "audit", properties, settings,
+                    lambda c, p, scope: audit_pairs(ws, c, targets, scope=scope, progress=p))
+    report_stage(run, run.result.describe())
 
 
 def demo(

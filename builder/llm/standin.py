@@ -1,7 +1,7 @@
 """An OpenAI-compatible stand-in server for tests, benchmarks and re-recording the demo.
 
-It answers chat completions (json_schema or JSON mode), files and batches on 127.0.0.1,
-deterministically from a lexicon, and injects faults on demand: 429 with Retry-After, 500, replies
+It answers chat completions (json_schema or JSON mode: translations, inflections, sentences and
+the pair audit's verdicts), files and batches on 127.0.0.1, deterministically from a lexicon, and injects faults on demand: 429 with Retry-After, 500, replies
 slower than the client's time-out, malformed JSON, JSON that breaks the schema, dropped connections,
 and sentence pairs whose frames differ. It counts what it served, so tests can check that a resumed
 run never asks again for an item already answered, and how many re-asks it received.
@@ -60,11 +60,13 @@ class Lexicon:
         self.preferred: set[str] = set()  # concept words picked when a question names exactly one
         self.unsure: set[str] = set()  # properties the stand-in will not answer about
         self.m2c_answers: dict[tuple[str, str], str] = {}  # (context, question) -> reply
+        self.judgements: dict[tuple[str, str], str] = {}  # (lang, statement) -> why the negative may have the property
 
     @classmethod
     def from_answers(cls, folder: Path) -> "Lexicon":
         """Answers from one JSONL file per language code, by record type: translation, inflection,
-        text (a plain-text translation of an English text) and sentence."""
+        text (a plain-text translation of an English text), judgement (a statement the judge holds
+        may be true, with the reason) and sentence."""
         lex = cls()
         for path in sorted(folder.glob("*.jsonl")):
             lang = path.stem
@@ -78,6 +80,8 @@ class Lexicon:
                     lex.inflections[(lang, rec["lemma"], rec["features"])] = rec["form"]
                 elif rec["type"] == "text":
                     lex.add_text(lang, rec["english"], rec["translation"])
+                elif rec["type"] == "judgement":
+                    lex.judgements[(lang, rec["statement"])] = rec["reason"]
                 else:
                     lex.sentences[(lang, rec["property"], rec["concept"])] = rec
         return lex
@@ -132,6 +136,12 @@ class Lexicon:
         forms = [{"features": b, "form": self.inflections.get((lang, item["lemma"], b), f"{item['lemma']}-{b.lower()}")}
                  for b in item["bundles"]]
         return {"id": item["id"], "forms": forms}
+
+    def judge(self, lang: str, item: dict) -> dict:
+        """A verdict on a negative's statement: it may have the property only where a judgement says so."""
+        reason = self.judgements.get((lang, item["statement"]))
+        return {"id": item["id"], "may_have_property": reason is not None,
+                "reason": reason or f"{item['concept_en']} clearly lacks the property."}
 
     def sentence(self, lang: str, prop_en: str, prop: str, concept: dict) -> dict:
         known = self.sentences.get((lang, prop_en, concept["english"]))
@@ -227,7 +237,9 @@ class StandinServer:
                     self.stats.requested[(lang, it["id"])] += 1
                     if self.stats.answered[(lang, it["id"])]:
                         self.stats.repeats += 1
-        if "english" in first and _PROP.search(first):
+        if items and "statement" in items[0]:
+            content: object = {"verdicts": [self.lexicon.judge(lang, it) for it in items]}
+        elif "english" in first and _PROP.search(first):
             prop_en = _PROP.search(first).group(1)
             prop = _VPROP.search(first).group(1)
             out = [self.lexicon.sentence(lang, prop_en, prop, c) for c in items]
@@ -237,7 +249,7 @@ class StandinServer:
                 h = hashlib.sha256(f"{self.faults.seed}|frame|".encode() + json.dumps(body, sort_keys=True).encode()).digest()
                 if int.from_bytes(h[:8], "big") / 2**64 < self.faults.frame_rate:
                     out[-1] = {**out[-1], "sentence": out[-1]["sentence"].rstrip(".") + " indeed."}
-            content: object = {"sentences": out}
+            content = {"sentences": out}
         elif items and "bundles" in items[0]:
             content = {"items": [self.lexicon.inflect(lang, it) for it in items]}
         else:
@@ -245,7 +257,7 @@ class StandinServer:
         if faulty == "malformed":
             text = json.dumps(content, ensure_ascii=False)[:-7]
         elif faulty == "schema":
-            key = "items" if "items" in content else "sentences"
+            key = next(iter(content))
             text = json.dumps({key: [{"id": x["id"], "translation": 42} for x in content[key]]})
         else:
             text = json.dumps(content, ensure_ascii=False)

@@ -91,6 +91,7 @@ def render(*, data: DatasetCardData, version: str, parent: str | None, created_a
         pair_counts=[(c, stats.counts[c]) for c in pair_configs],
         m2c_counts=[(c, stats.counts[c]) for c in configs if is_m2c(c)],
         review=stats.review,
+        overlap=stats.overlap,
         reviewed_share=stats.reviewed_share,
         corrected_share=stats.corrected_share,
         models=stats.models,

@@ -1,17 +1,22 @@
 """Release checks: run before anything is written; any failure stops the release with this report.
 
 Checks: every released item verified by a curator or waived with a reason; minimal-pair integrity;
-no duplicate ids (or duplicate items under two ids); ids stable against the previous release; and
-per-language coverage, which fails only when every language is required to have every pair.
+the pair audits (each concept named once, in its own sentence; no open verdict of the LLM judge;
+negative types that the concept similarities contradict are counted, not failed); no duplicate ids
+(or duplicate items under two ids); ids stable against the previous release; and per-language
+coverage, which fails only when every language is required to have every pair.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import dataclass, field
 
 import pyarrow as pa
 from pydantic import BaseModel
 
+from builder.audits import occurrence
+from builder.audits.words import fold
 from builder.releases.rows import ConfigRows
 
 SHOWN = 20  # problems listed per check in the rendered report
@@ -153,6 +158,60 @@ def _integrity(configs: dict[str, ConfigRows]) -> CheckResult:
                        summary=f"{len(problems)} problem(s) in {n} item(s)" if problems else f"{n} item(s) well formed")
 
 
+@dataclass
+class AuditFlags:
+    """What the pair audits' release check reads beside the rows (`builder.flags`, waivers, language declarations)."""
+
+    scripts: dict[str, tuple[bool, str]] = field(default_factory=dict)  # lang -> (words spaced, script)
+    judge: dict[tuple[str, str], str] = field(default_factory=dict)  # (pair id, lang) -> the judge's open flag
+    similarity: dict[str, str] = field(default_factory=dict)  # pair id -> open similarity flag
+    waived: set[tuple[str, str]] = field(default_factory=set)  # (pair id, lang) released with a waiver
+
+
+def _named_once_suspects(c: ConfigRows) -> list[int]:
+    """Rows where a concept's name may occur twice or in the other sentence: a cheap superset (plain substrings)."""
+    col = c.columns
+    out = []
+    for i, (sa, su, wa, wu, forms) in enumerate(zip(col["acceptable_sentence"], col["unacceptable_sentence"],
+                                                      col["acceptable_concept"], col["unacceptable_concept"], c.concept_forms)):
+        fa, fu = fold(sa or ""), fold(su or "")
+        own_a = [fold(n) for n in (wa, forms[0]) if n]
+        own_u = [fold(n) for n in (wu, forms[1]) if n]
+        if (any(fa.count(n) > 1 for n in own_a) or any(fu.count(n) > 1 for n in own_u)
+                or any(n in fu for n in own_a) or any(n in fa for n in own_u)):
+            out.append(i)
+    return out
+
+
+def _audits(configs: dict[str, ConfigRows], flags: AuditFlags) -> CheckResult:
+    problems = []
+    similar = 0
+    for c in configs.values():
+        if c.is_m2c:
+            continue
+        col, ids = c.columns, c.ids()
+        spaced, script = flags.scripts.get(c.lang, (True, "Latn"))
+        for i in _named_once_suspects(c):
+            if (ids[i], c.lang) in flags.waived or None in c.concept_spans[i]:
+                continue
+            a0, a1, u0, u1 = c.concept_spans[i]
+            sides = [occurrence.Side(sentence=col[f"{role}_sentence"][i], span=span,
+                                     names=tuple(n for n in (col[f"{role}_concept"][i], form) if n))
+                     for role, span, form in (("acceptable", (a0, a1), c.concept_forms[i][0]),
+                                              ("unacceptable", (u0, u1), c.concept_forms[i][1]))]
+            problems += [f"{c.config} {ids[i]}: {p}" for p in occurrence.problems(*sides, spaced=spaced, script=script)]
+        for i, pid in enumerate(ids):
+            if (pid, c.lang) in flags.judge and (pid, c.lang) not in flags.waived:
+                problems.append(f"{c.config} {pid}: {flags.judge[(pid, c.lang)]}")
+            similar += c.lang == "en" and pid in flags.similarity
+    summary = (f"{len(problems)} finding(s): review the judge's verdicts (`builder review push --stage judge`), "
+               "fix the pairs, or waive them" if problems else "each concept named once, in its own sentence; no open "
+               "verdict of the LLM judge")
+    if similar:
+        summary += f"; {similar} random negative(s) more similar than expected (`builder status --flags --stage similarity`)"
+    return CheckResult(name="pair audits", ok=not problems, summary=summary, problems=problems)
+
+
 def _duplicates(configs: dict[str, ConfigRows]) -> CheckResult:
     problems = []
     for c in configs.values():
@@ -230,9 +289,11 @@ def _coverage(configs: dict[str, ConfigRows], excluded: dict[str, int], require_
 
 
 def run_checks(configs: dict[str, ConfigRows], *, previous: dict[str, pa.Table] | None = None, parent: str | None = None,
-               require_complete: bool = False, exclude_unverified: bool = False) -> tuple[CheckReport, dict[str, ConfigRows]]:
+               require_complete: bool = False, exclude_unverified: bool = False,
+               audits: AuditFlags | None = None) -> tuple[CheckReport, dict[str, ConfigRows]]:
     """The report, and the rows that would be released (unverified ones dropped if asked)."""
     verified, kept, excluded = _verified(configs, exclude_unverified)
     coverage_check, coverage = _coverage(kept, excluded, require_complete)
-    checks = [verified, _integrity(kept), _duplicates(kept), _stable(kept, previous, parent), coverage_check]
+    checks = [verified, _integrity(kept), _audits(kept, audits or AuditFlags()), _duplicates(kept),
+              _stable(kept, previous, parent), coverage_check]
     return CheckReport(checks=checks, coverage=coverage), kept

@@ -53,7 +53,7 @@ COLUMN_DOCS = {
     "unacceptable_concept_en": "the unacceptable concept in English",
     "category": "category of the acceptable concept",
     "negative_type": "how the unacceptable concept was chosen: " + ", ".join(NEGATIVE_TYPES),
-    "similarity": "similarity of the two concepts in COMPS (null when unknown)",
+    "similarity": "cosine similarity of the two English concept names under all-MiniLM-L6-v2 (null when not computed)",
     "acceptable_sentence": "the true sentence",
     "unacceptable_sentence": "the false sentence, identical outside the concept",
     "property_span": "[start, end) character offsets of the property in acceptable_sentence (null when unknown)",

@@ -16,12 +16,14 @@ from builder.languages import registry
 from builder.releases import hub as hub_mod
 from builder.releases import rows as rows_mod
 from builder.releases import versions as V
-from builder.releases.checks import CheckReport, ReleaseCheckError, run_checks
+from builder.flags import list_flags
+from builder.releases.checks import AuditFlags, CheckReport, ReleaseCheckError, run_checks
 from builder.releases.declarations import released
 from builder.releases.diff import diff_tables
 from builder.releases.layout import write_release
 from builder.releases.reading import LocalSource
 from builder.releases.stats import release_stats
+from builder.releases.waivers import waivers
 from builder.releases.store import ReleaseStore, StoreError
 from builder.workspace.store import Workspace, now
 
@@ -67,6 +69,15 @@ def default_target(ws: Workspace) -> Path:
     return ws.directory / "releases"
 
 
+def audit_flags(ws: Workspace) -> AuditFlags:
+    """The pair audits' open flags, the pair waivers and the languages' scripts, for the release check."""
+    reg = registry(ws)
+    return AuditFlags(scripts={code: (lang.spaced, lang.script) for code, lang in reg.items()},
+                      judge={(f.item_id, f.lang): f.reason for f in list_flags(ws, stage="judge")},
+                      similarity={f.item_id: f.reason for f in list_flags(ws, stage="similarity")},
+                      waived={(item, lang) for kind, item, lang in waivers(ws) if kind == "pair"})
+
+
 def _changelog(source: LocalSource | None, versions: list[str], entry: dict) -> list[dict]:
     """This version's entry, then every earlier version's from its manifest, newest first."""
     earlier = []
@@ -100,7 +111,7 @@ def publish(ws: Workspace, req: PublishRequest, *, api=None) -> PublishResult:
     source = LocalSource(store.root) if parent else None
     previous = {c: source.read_table(parent, c) for c in source.manifest(parent)["configs"]} if source else {}
     report, kept = run_checks(configs, previous=previous, parent=parent, require_complete=req.require_complete,
-                              exclude_unverified=req.exclude_unverified)
+                              exclude_unverified=req.exclude_unverified, audits=audit_flags(ws))
     lap("checks")
     if not report.ok:
         raise ReleaseCheckError(report)

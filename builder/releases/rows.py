@@ -45,6 +45,7 @@ class ConfigRows:
     unverified: dict[int, str] = field(default_factory=dict)  # row index -> why it is neither verified nor waived
     waived: dict[int, str] = field(default_factory=dict)  # row index -> the waiver's reason
     concept_spans: list[tuple] = field(default_factory=list)  # pairs: (a0, a1, u0, u1), each may be None
+    concept_forms: list[tuple[str, str]] = field(default_factory=list)  # pairs: the concepts' forms in the sentences
     call_ids: list[str | None] = field(default_factory=list)
 
     @property
@@ -65,6 +66,7 @@ class ConfigRows:
             {remap[i]: r for i, r in self.unverified.items() if i in remap},
             {remap[i]: r for i, r in self.waived.items() if i in remap},
             [self.concept_spans[i] for i in keep] if self.concept_spans else [],
+            [self.concept_forms[i] for i in keep] if self.concept_forms else [],
             [self.call_ids[i] for i in keep] if self.call_ids else [],
         )
 
@@ -169,7 +171,8 @@ def _pair_rows(ws: Workspace, langs: list[str]) -> dict[str, ConfigRows]:
     stmt = (select(sp.c.pair_id, sp.c.lang, sp.c.acceptable, sp.c.unacceptable,
                    _span("acceptable_property", 0), _span("acceptable_property", 1),
                    _span("acceptable_concept", 0), _span("acceptable_concept", 1),
-                   _span("unacceptable_concept", 0), _span("unacceptable_concept", 1), sp.c.llm_call_id)
+                   _span("unacceptable_concept", 0), _span("unacceptable_concept", 1), sp.c.llm_call_id,
+                   sp.c.acceptable_form, sp.c.unacceptable_form)
             .where(sp.c.status == "generated", sp.c.lang.in_(langs)))
     with ws.engine.connect() as conn:
         fetched = conn.execute(stmt).all()
@@ -192,7 +195,7 @@ def _fixed_spans(acceptable: str, unacceptable: str) -> tuple[int, int, int, int
 
 def _config(lang, rows, pairs, concepts, props, words, stale, waived,
             reviewed: dict[str, SentenceReview]) -> ConfigRows:
-    pid, _, sa, su, ap0, ap1, ac0, ac1, uc0, uc1, calls = (list(c) for c in zip(*rows))
+    pid, _, sa, su, ap0, ap1, ac0, ac1, uc0, uc1, calls, af, uf = (list(c) for c in zip(*rows))
     prop_ids, acc_ids, unacc_ids, negs, sims = (list(c) for c in zip(*(pairs[p] for p in pid)))
     none = (None, None, 0, False)
     wp, wa, wu = ([words.get(i, none) for i in ids] for ids in (prop_ids, acc_ids, unacc_ids))
@@ -243,6 +246,7 @@ def _config(lang, rows, pairs, concepts, props, words, stale, waived,
                       for i, x in enumerate(zip(map(fixed, wp), map(fixed, wa), map(fixed, wu)))],
     }
     result.concept_spans = list(zip(ac0, ac1, uc0, uc1))
+    result.concept_forms = list(zip(af, uf))
     result.call_ids = calls
     return result
 

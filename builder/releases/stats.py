@@ -1,4 +1,5 @@
-"""Statistics a release reports: counts per language × negative type, and review statistics."""
+"""Statistics a release reports: counts and concept–property overlap per language × negative type, and
+review statistics."""
 
 from __future__ import annotations
 
@@ -7,6 +8,9 @@ from collections import Counter
 from pydantic import BaseModel
 
 from builder.agreement import Agreement
+from builder.audits import OverlapRow, overlap_table
+from builder.audits.overlap import PairWords
+from builder.languages import registry
 from builder.records import NEGATIVE_TYPES
 from builder.releases.rows import ConfigRows
 from builder.reviews import agreement, curators
@@ -29,6 +33,7 @@ class ReleaseStats(BaseModel):
     counts: dict[str, dict[str, int]]  # config -> negative type (pairs) or capability (M2C) -> rows
     review: list[ConfigReview]
     models: list[dict]
+    overlap: list[OverlapRow] = []  # pair configs' concept–property overlap, by language and negative type
 
     @property
     def rows(self) -> int:
@@ -59,6 +64,15 @@ def counts(configs: dict[str, ConfigRows]) -> dict[str, dict[str, int]]:
     return out
 
 
+def overlap(configs: dict[str, ConfigRows], scripts: dict[str, tuple[bool, str]]) -> list[OverlapRow]:
+    """How often a released pair's concept shares a character or word stem with its property (`builder.audits.overlap`)."""
+    words = (PairWords(lang=c.lang, negative_type=NEGATIVE_TYPES[neg], property=prop, acceptable=acc, unacceptable=unacc)
+             for c in configs.values() if not c.is_m2c
+             for neg, prop, acc, unacc in zip(c.columns["negative_type"], c.columns["property"],
+                                              c.columns["acceptable_concept"], c.columns["unacceptable_concept"]))
+    return overlap_table(words, scripts)
+
+
 def release_stats(ws: Workspace, configs: dict[str, ConfigRows], models: list[dict]) -> ReleaseStats:
     review = []
     for name, c in sorted(configs.items()):
@@ -73,4 +87,5 @@ def release_stats(ws: Workspace, configs: dict[str, ConfigRows], models: list[di
             corrected=sum(c.columns["corrected"]), min_reviewers=min(reviewed, default=0),
             curators=len(curators(ws, c.lang)) if reviewed else 0, agreement=agreement(ws, c.lang),
         ))
-    return ReleaseStats(counts=counts(configs), review=review, models=models)
+    scripts = {code: (lang.spaced, lang.script) for code, lang in registry(ws).items()}
+    return ReleaseStats(counts=counts(configs), review=review, models=models, overlap=overlap(configs, scripts))

@@ -1,0 +1,54 @@
+"""Review of the judge's verdicts: is a negative the LLM judge says may have the property a false negative?
+
+One task per pair the judge flagged (stage "judge" in `flags`) whose current sentences no curator has
+decided on: both sentences with their concepts marked, the words, the English pair and the judge's
+reason. The curator confirms the false negative or keeps the pair; `builder.reviews` records the
+decision against the version of the pair the task showed and settles the flag.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import select
+
+from annotation.sentences import mark
+from annotation.tasks import task_hash
+from builder.languages import SOURCE_LANGUAGE
+from builder.reviews import SentenceEdit, current_pairs, judge_pending
+from builder.selection import verified
+from builder.workspace import schema as t
+from builder.workspace.store import Workspace
+
+
+def judge_tasks(ws: Workspace, lang: str) -> list[dict]:
+    """One task per pair flagged by the judge in `lang` whose current sentences no curator has decided on."""
+    flagged = judge_pending(ws, lang)
+    if not flagged:
+        return []
+    pairs = {r["id"]: r for r in ws.rows(select(t.pairs).where(t.pairs.c.id.in_(sorted(flagged))))}
+    current = current_pairs(ws, lang)
+    english = current_pairs(ws, SOURCE_LANGUAGE)
+    words = {item: w["text"] for item, w in verified(ws, lang).items()}
+    tasks = []
+    for pair_id, reason in sorted(flagged.items()):
+        sp, pair, en = current.get(pair_id), pairs[pair_id], english.get(pair_id)
+        if sp is None:
+            continue
+        spans = sp["spans"]
+        data = {
+            "item_key": f"judge:{lang}:{pair_id}", "item_id": pair_id, "negative_type": pair["negative_type"],
+            "property": words.get(pair["property_id"], "—"), "acceptable_word": words.get(pair["acceptable_id"], "—"),
+            "unacceptable_word": words.get(pair["unacceptable_id"], "—"),
+            "english": f"{en['acceptable']} / {en['unacceptable']}" if en else "—", "reason": reason,
+            "acceptable": mark(sp["acceptable"], spans.get("acceptable_concept")),
+            "unacceptable": mark(sp["unacceptable"], spans.get("unacceptable_concept")),
+            "version": sp["version"], "draft_acceptable": sp["acceptable"], "draft_unacceptable": sp["unacceptable"],
+        }
+        data["hash"] = task_hash(data)
+        tasks.append({"data": data, "model": "judge", "prediction": []})  # no draft: the curator decides from scratch
+    return tasks
+
+
+def edit(data: dict, fields: dict) -> SentenceEdit:
+    """A judge annotation's part: the version of the pair its task showed (the sentences are not edited here)."""
+    return SentenceEdit(version=data["version"], draft_acceptable=data["draft_acceptable"],
+                        draft_unacceptable=data["draft_unacceptable"])

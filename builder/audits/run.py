@@ -1,0 +1,173 @@
+"""Running the pair audits on a workspace and handing their findings to curators as flags.
+
+Each audit flags what it finds under its own stage in `flags` (`builder.flags`), and clears the flags
+of the pairs it now finds clean; nothing is dropped or changed in the data. They run after generation
+(`builder generate`, the demo), on their own (`builder audit`), and again as a release check
+(`builder.releases.checks`) on what would be released:
+
+- `similarity` (lang "en"): the embedding model's similarity of each pair's concepts, stored in
+  `pairs.similarity` where it is missing, and each group's negative types checked against it;
+- `occurrence`: each sentence names its own concept once and not the other's;
+- `judge`: the LLM's verdict that a negative may have the property, with its reason; a curator's
+  decision in Label Studio (stage "judge") then settles the flag (`builder.reviews`);
+- concept–property overlap is measured, not flagged (`overlap_report`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import defaultdict
+from collections.abc import Collection
+from dataclasses import dataclass, field
+
+from sqlalchemy import select
+
+from builder.audits import judge as judge_mod
+from builder.audits import occurrence, similarity
+from builder.audits.overlap import OverlapRow, PairWords, overlap_table
+from builder.flags import clear_flags, record_flags
+from builder.generate import english_sentence
+from builder.languages import SOURCE_LANGUAGE, registry
+from builder.llm.client import LLMClient
+from builder.records import Language
+from builder.reviews import judge_decisions
+from builder.runner import Progress
+from builder.seeds import record_similarities
+from builder.selection import Scope, verified
+from builder.workspace import schema as t
+from builder.workspace.store import Workspace
+
+
+@dataclass
+class AuditSummary:
+    findings: dict[str, dict[str, int]] = field(default_factory=dict)  # lang -> audit -> pairs flagged now
+    judged: dict[str, int] = field(default_factory=dict)  # lang -> pairs the judge gave a verdict on
+    similarities: int = 0  # pairs whose similarity was computed in this run
+
+    def count(self, lang: str, audit: str, n: int) -> None:
+        self.findings.setdefault(lang, {})[audit] = self.findings.get(lang, {}).get(audit, 0) + n
+
+    @property
+    def total(self) -> int:
+        return sum(n for by in self.findings.values() for n in by.values())
+
+    def describe(self) -> str:
+        """One line: the findings by language and audit, similarities computed, verdicts by language."""
+        found = "; ".join(f"{lang} " + ", ".join(f"{k} {v}" for k, v in by.items() if v)
+                          for lang, by in sorted(self.findings.items()) if any(by.values()))
+        return (f"pair audits: {self.total} finding(s) flagged" + (f" ({found})" if found else "")
+                + f"; similarities computed {self.similarities}; judged "
+                + (", ".join(f"{k} {v}" for k, v in sorted(self.judged.items())) or "nothing"))
+
+
+async def audit(ws: Workspace, client: LLMClient | None, languages: list[Language], *, scope: Scope = Scope(),
+                progress: Progress | None = None) -> AuditSummary:
+    """Audit the generated pairs in scope in these languages; without a client the judge is left out."""
+    summary = AuditSummary()
+    pairs = {p["id"]: p for p in scope.pairs(ws)}
+    concepts = {r["id"]: r["english"] for r in ws.rows(select(t.concepts.c.id, t.concepts.c.english))}
+    props = {r["id"]: r for r in ws.rows(select(t.properties))}
+    _similarity(ws, pairs, concepts, summary)
+    jobs = []
+    for lang in languages:
+        sentences = {r["pair_id"]: r for r in ws.rows(select(t.sentence_pairs).where(
+            t.sentence_pairs.c.lang == lang.code, t.sentence_pairs.c.status == "generated")) if r["pair_id"] in pairs}
+        words = {item: w["text"] for item, w in verified(ws, lang.code).items()}
+        _occurrence(ws, lang, pairs, sentences, words, summary)
+        if client is not None:
+            jobs.append(_judge(ws, client, lang, pairs, sentences, words, concepts, props, summary, progress))
+    await asyncio.gather(*jobs)
+    return summary
+
+
+def _settle(ws: Workspace, stage: str, lang: str, audited: Collection[str], found: dict[str, str], summary: AuditSummary) -> None:
+    """Flag what an audit found among the pairs it audited, and clear the rest of them, in one transaction."""
+    with ws.transaction() as conn:
+        clear_flags(conn, stage, lang, [pid for pid in audited if pid not in found])
+        record_flags(conn, stage, lang, found)
+    summary.count(lang, stage, len(found))
+
+
+def _similarity(ws: Workspace, pairs: dict[str, dict], concepts: dict[str, str], summary: AuditSummary) -> None:
+    missing = [p for p in pairs.values() if p["similarity"] is None]
+    if missing:
+        values = similarity.similarities([(concepts[p["acceptable_id"]], concepts[p["unacceptable_id"]]) for p in missing])
+        record_similarities(ws, {p["id"]: v for p, v in zip(missing, values)})
+        for p, v in zip(missing, values):
+            pairs[p["id"]] = {**p, "similarity": v}
+        summary.similarities = len(missing)
+    groups: dict[str, dict[str, tuple[str, str, float | None]]] = defaultdict(dict)
+    for p in pairs.values():
+        groups[p["group_id"]][p["negative_type"]] = (p["id"], concepts[p["unacceptable_id"]], p["similarity"])
+    positive = {p["group_id"]: concepts[p["acceptable_id"]] for p in pairs.values()}
+    found = {pid: why for gid, negs in groups.items() for pid, why in similarity.type_problems(positive[gid], negs).items()}
+    _settle(ws, "similarity", SOURCE_LANGUAGE, list(pairs), found, summary)
+
+
+def _occurrence(ws: Workspace, lang: Language, pairs, sentences: dict[str, dict], words: dict[str, str],
+                summary: AuditSummary) -> None:
+    found = {}
+    for pid, sp in sentences.items():
+        p, spans = pairs[pid], sp["spans"]
+        if spans.get("acceptable_concept") is None or spans.get("unacceptable_concept") is None:
+            continue  # the integrity check's business
+        sides = [occurrence.Side(sentence=sp[role], span=tuple(spans[f"{role}_concept"]),
+                                 names=tuple(n for n in (words.get(p[f"{role}_id"], ""), sp[f"{role}_form"]) if n))
+                 for role in ("acceptable", "unacceptable")]
+        if problems := occurrence.problems(*sides, spaced=lang.spaced, script=lang.script):
+            found[pid] = "; ".join(problems)
+    _settle(ws, "occurrence", lang.code, list(sentences), found, summary)
+
+
+async def _judge(ws: Workspace, client: LLMClient, lang: Language, pairs, sentences, words, concepts, props,
+                 summary: AuditSummary, progress: Progress | None) -> None:
+    english = {r["pair_id"]: r["unacceptable"] for r in ws.rows(select(t.sentence_pairs.c.pair_id, t.sentence_pairs.c.unacceptable)
+                                                                .where(t.sentence_pairs.c.lang == SOURCE_LANGUAGE))}
+    groups: dict[str, list[judge_mod.Statement]] = defaultdict(list)
+    for pid in sorted(sentences):
+        p = pairs[pid]
+        groups[p["group_id"]].append(judge_mod.Statement(
+            id=pid, concept=words.get(p["unacceptable_id"], ""), concept_en=concepts[p["unacceptable_id"]],
+            statement=sentences[pid]["unacceptable"],
+            english=english.get(pid) or english_sentence(p["prefix_unacceptable"], props[p["property_id"]]["phrase"])[0]))
+    counter = {"done": 0}
+    if progress:
+        progress(f"judge {lang.code}", 0, len(sentences))
+    verdicts: dict[str, judge_mod.Verdict] = {}
+    unjudged: dict[str, str] = {}
+
+    async def one(statements: list[judge_mod.Statement]) -> None:
+        prop = props[pairs[statements[0].id]["property_id"]]
+        got = await judge_mod.judge(client, lang, prop["english"], words.get(prop["id"], prop["english"]), statements)
+        if got is None:  # deferred (dry run, batch): nothing to settle yet
+            return
+        verdicts.update(got[0])
+        unjudged.update(got[1])
+        counter["done"] += len(statements)
+        if progress:
+            progress(f"judge {lang.code}", counter["done"], len(sentences))
+
+    await asyncio.gather(*(one(groups[gid]) for gid in sorted(groups)))
+    decided = judge_decisions(ws, lang.code)  # a curator's decision settles the flag (builder.reviews)
+    audited = [pid for pid in (*verdicts, *unjudged) if pid not in decided]
+    found = {pid: f"the judge says {concepts[pairs[pid]['unacceptable_id']]!r} may have the property: {v.reason}"
+             for pid, v in verdicts.items() if v.may_have_property and pid not in decided}
+    found |= {pid: f"the judge gave no verdict ({why})" for pid, why in unjudged.items() if pid not in decided}
+    _settle(ws, "judge", lang.code, audited, found, summary)
+    summary.judged[lang.code] = len(verdicts)
+
+
+def overlap_report(ws: Workspace, codes: Collection[str]) -> list[OverlapRow]:
+    """Concept–property overlap of the generated pairs in these languages, by language and negative type."""
+    reg = registry(ws)
+    pairs = {r["id"]: r for r in ws.rows(select(t.pairs))}
+    rows = []
+    for code in codes:
+        words = {item: w["text"] for item, w in verified(ws, code).items()}
+        for r in ws.rows(select(t.sentence_pairs.c.pair_id).where(t.sentence_pairs.c.lang == code,
+                                                                  t.sentence_pairs.c.status == "generated")):
+            p = pairs[r["pair_id"]]
+            if all(p[k] in words for k in ("property_id", "acceptable_id", "unacceptable_id")):
+                rows.append(PairWords(lang=code, negative_type=p["negative_type"], property=words[p["property_id"]],
+                                      acceptable=words[p["acceptable_id"]], unacceptable=words[p["unacceptable_id"]]))
+    return overlap_table(rows, {c: (reg[c].spaced, reg[c].script) for c in codes if c in reg})
