@@ -1,1 +1,1 @@
-"""Evaluation of models on released data: direct, meta, neuro, consistency, M2C (later issues)."""
+"""Evaluation of models on a released version: direct, meta, neuro, consistency, self-translation, M2C QA, reports, gates."""

@@ -1,4 +1,4 @@
-"""Evaluation results on disk (contract 3): items as parquet, the summary with the whole configuration as JSON.
+"""Evaluation results on disk: items as parquet, the summary with the whole configuration as JSON.
 
 DIR/results.parquet   one row per item x method x variant
 DIR/<table>.parquet   method tables (probes.parquet: F1 per language x negative type x model x layer)

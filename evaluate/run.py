@@ -1,4 +1,4 @@
-"""Run methods over a table of pairs and write the results (contract 3).
+"""Run methods over a table of pairs and write the results.
 
 Methods read each language's name, prompt and spacing from the dataset record, i.e. from the release
 evaluated (`evaluate.data.load_release`), so a language declared only in a workspace is evaluated

@@ -28,7 +28,7 @@ BOS, EOS, PAD = "<s>", "</s>", "<pad>"
 
 
 def sample_pairs() -> pd.DataFrame:
-    """The bundled sample's English pairs as release rows (contract 2), built as `builder generate` does."""
+    """The bundled sample's English pairs as release rows, built as `builder generate` does."""
     seeds = sample_dir() / "seeds"
     with (seeds / "concepts.csv").open(encoding="utf-8") as f:
         category = {r["concept"]: r["category"] for r in csv.DictReader(f)}

@@ -1,4 +1,4 @@
-"""Session fixtures for evaluation II: a release with M2C tests, a small subset, a toy that learnt answers.
+"""Session fixtures for the generative methods: a release with M2C tests, a small subset, a toy that learnt answers.
 
 The release is the demo's (replayed stages) plus M2C tests rendered from the shipped German, Chinese
 and English templates (inline values only, so every fill counts as verified), published by the

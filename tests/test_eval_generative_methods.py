@@ -1,4 +1,4 @@
-"""Evaluation II: consistency assembly, self-translation and M2C QA against the stand-in server and a toy."""
+"""Generative evaluation: consistency assembly, self-translation and M2C QA against the stand-in server and a toy."""
 
 from __future__ import annotations
 

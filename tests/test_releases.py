@@ -392,7 +392,7 @@ def test_export_lm_eval_writes_one_multiple_choice_task_per_language(demo_ws, se
 
 
 def add_m2c_tests(ws) -> list[dict]:
-    """M2C tests as the m2c stage writes them (contract 1's table); the m2c engine lives on another branch."""
+    """M2C tests as `builder templates render` writes them into the workspace's m2c_tests."""
     rows = [
         {"test_id": f"m_de_{i}", "lang": "de", "capability": cap, "template_id": f"de/{cap}#0", "context": ctx,
          "question": q, "answer": a, "alternatives": alts, "answer_forms": forms, "fills": {}, "verified": verified,
