@@ -29,7 +29,7 @@ def reviewer_account(conn: Connection, name: str) -> int:
 
 def accept_open_tasks(ws: Workspace, conn: Connection, stage: str, lang: str, reviewer: str, workers: int = 4) -> int:
     """Annotate every task of (stage, lang) that has no annotation yet: decision accept, text = the draft."""
-    project = review_project(ws, stage, lang, conn.url)
+    project = review_project(ws, stage, lang, conn.server)
     if project is None:
         return 0
     ls = client(conn)

@@ -1,13 +1,16 @@
 """Label Studio labeling configurations, generated per review stage and language.
 
 Every piece of LLM output is shown with the `Text` tag, which renders plain text: a proposal can
-never inject HTML into a curator's screen.
+never inject HTML into a curator's screen. Every screen ends with the same two parts: a "Decision"
+header over the choices, each choice labelled with what it means, and the labelled comment box
+(`annotation.instructions` holds the wording).
 """
 
 from __future__ import annotations
 
 from xml.sax.saxutils import quoteattr
 
+from annotation.instructions import STAGES
 from builder.records import Language
 from builder.reviews import JUDGE_DECISIONS, SENTENCE_DECISIONS, TRANSLATION_DECISIONS
 
@@ -16,9 +19,14 @@ def _dir(lang: Language) -> str:
     return "rtl" if lang.direction == "rtl" else "ltr"
 
 
-def _choices(name: str, to: str, values: tuple[str, ...]) -> str:
-    inner = "".join(f"<Choice value={quoteattr(v)}/>" for v in values)
-    return f'<Choices name="{name}" toName="{to}" choice="single-radio" required="true" showInline="true">{inner}</Choices>'
+def _decision(stage: str, to: str, values: tuple[str, ...]) -> str:
+    """The "Decision" header, one radio choice per decision labelled with its meaning, and the comment box."""
+    s = STAGES[stage]
+    inner = "".join(f"<Choice value={quoteattr(v)} html={quoteattr(f'<b>{v}</b> — {s.decisions[v]}')}/>" for v in values)
+    return f"""<Header size="5" value="Decision"/>
+  <Choices name="decision" toName="{to}" choice="single-radio" required="true">{inner}</Choices>
+  <Header size="5" value={quoteattr(s.comment)}/>
+  <TextArea name="comment" toName="{to}" editable="true" maxSubmissions="1" rows="2" transcription="true"/>"""
 
 
 def translation_config(lang: Language, adjudication: bool = False) -> str:
@@ -42,10 +50,7 @@ def translation_config(lang: Language, adjudication: bool = False) -> str:
   <View style="direction: {_dir(lang)}">
     <TextArea name="translation" toName="english" editable="true" maxSubmissions="1" rows="1" transcription="true"/>
   </View>
-  <Header size="5" value="Decision"/>
-  {_choices("decision", "english", TRANSLATION_DECISIONS)}
-  <Header size="5" value="Comment (sent back to the LLM when you reject or mark ambiguous)"/>
-  <TextArea name="comment" toName="english" editable="true" maxSubmissions="1" rows="2" transcription="true"/>
+  {_decision("adjudication" if adjudication else "translation", "english", TRANSLATION_DECISIONS)}
 </View>"""
 
 
@@ -67,8 +72,7 @@ def sentence_config(lang: Language) -> str:
     <Header size="5" value="Unacceptable sentence"/><Text name="unacceptable" value="$unacceptable"/>
     <TextArea name="unacceptable_fixed" toName="unacceptable" editable="true" maxSubmissions="1" rows="1" transcription="true"/>
   </View>
-  {_choices("decision", "acceptable", SENTENCE_DECISIONS)}
-  <TextArea name="comment" toName="acceptable" editable="true" maxSubmissions="1" rows="2" transcription="true"/>
+  {_decision("sentences", "acceptable", SENTENCE_DECISIONS)}
 </View>"""
 
 
@@ -84,8 +88,7 @@ def inflection_config(lang: Language) -> str:
   <View style="direction: {_dir(lang)}">
     <TextArea name="forms" toName="lemma" editable="true" maxSubmissions="1" rows="8" transcription="true"/>
   </View>
-  {_choices("decision", "lemma", SENTENCE_DECISIONS)}
-  <TextArea name="comment" toName="lemma" editable="true" maxSubmissions="1" rows="2" transcription="true"/>
+  {_decision("inflections", "lemma", SENTENCE_DECISIONS)}
 </View>"""
 
 

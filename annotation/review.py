@@ -1,11 +1,13 @@
 """Push review tasks to Label Studio and pull curators' annotations back as typed records.
 
-Projects are found again by our key (`[stage:lang]` in the title) and tasks by our item key in
-`task.data`, listed from the server before every push: a push repeated after a crash or a server
-restart skips what is there, updates changed proposals in place (annotations stay), and imports
-only what is missing. Pulling parses every exported annotation into a `builder.reviews.Annotation`
-and hands them to `builder.reviews.record_pull`, which records them with their lineage and turns
-the decisions into verified words and forms; this package writes no workspace table itself.
+Projects are remembered under the server's identity (`annotation.server`), found again by our key
+(`[stage:lang]` in the title), and tasks by our item key in `task.data`, listed from the server
+before every push: a push repeated after a crash or a server restart skips what is there, updates
+changed proposals in place (annotations stay), and imports only what is missing. Each push also
+brings a project's labeling config and curator instructions up to date in place. Pulling parses
+every exported annotation into a `builder.reviews.Annotation` and hands them to
+`builder.reviews.record_pull`, which records them with their lineage and turns the decisions into
+verified words and forms; this package writes no workspace table itself.
 """
 
 from __future__ import annotations
@@ -13,10 +15,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from label_studio_sdk import LabelStudio
+from label_studio_sdk.core.api_error import ApiError
 from sqlalchemy import select
 
 from annotation import inflections, judge, sentences
 from annotation.configs import CONFIGS
+from annotation.instructions import instructions
 from annotation.server import Connection
 from annotation.tasks import parse_annotation, task_hash, textarea
 from builder import reviews
@@ -44,25 +48,55 @@ def title(stage: str, lang: str) -> str:
     return f"[{stage}:{lang}] {registry()[lang].name if lang in registry() else lang} review"[:50]
 
 
+def _unless_missing(get, **kw):
+    """`get(**kw)`, or None when the server answers 404."""
+    try:
+        return get(**kw)
+    except ApiError as exc:
+        if exc.status_code != 404:
+            raise
+        return None
+
+
 def ensure_project(ws: Workspace, ls: LabelStudio, conn: Connection, stage: str, lang: str) -> int:
-    """The project for (stage, lang): remembered, else found by our key on the server, else created."""
+    """The project for (stage, lang): remembered, else found by our key on the server, else created.
+
+    Its labeling config and instructions are brought up to date in place when they differ: a project
+    made by an earlier version gets the current screen and instructions, and its annotations stay.
+    """
     key = f"[{stage}:{lang}]"
-    known = reviews.review_project(ws, stage, lang, conn.url)
-    if known:
-        try:
-            ls.projects.get(id=known.project_id)
-            return known.project_id
-        except Exception:  # noqa: BLE001 - gone from the server: find or create below
-            pass
-    found = [p for p in ls.projects.list() if (p.title or "").startswith(key)]
-    if found:
-        pid = min(p.id for p in found)
+    lang_rec = registry(ws)[lang]
+    wanted = {"label_config": CONFIGS[stage](lang_rec), "expert_instruction": instructions(stage, lang_rec),
+              "show_instruction": True}
+    known = reviews.review_project(ws, stage, lang, conn.server)
+    project = _unless_missing(ls.projects.get, id=known.project_id) if known else None
+    if project is None:
+        project = min((p for p in ls.projects.list() if (p.title or "").startswith(key)), key=lambda p: p.id, default=None)
+    if project is None:
+        pid = ls.projects.create(title=title(stage, lang), description=f"builder review project {key}", **wanted).id
     else:
-        lang_rec = registry(ws)[lang]
-        pid = ls.projects.create(title=title(stage, lang), label_config=CONFIGS[stage](lang_rec),
-                                 description=f"builder review project {key}").id
-    reviews.remember_project(ws, ReviewProject(stage=stage, lang=lang, project_id=pid, title=title(stage, lang), url=conn.url))
+        pid = project.id
+        changed = {k: v for k, v in wanted.items() if getattr(project, k, None) != v}
+        if changed:
+            ls.projects.update(id=pid, **changed)
+    reviews.remember_project(ws, ReviewProject(stage=stage, lang=lang, project_id=pid, title=title(stage, lang),
+                                               server=conn.server))
     return pid
+
+
+def _adopt_recorded_by_url(ws: Workspace, ls: LabelStudio, conn: Connection) -> None:
+    """Give this server's identity to what the workspace recorded under a URL it answered on, before
+    servers had identities (schema version 3): the rows of each such URL whose remembered project is
+    here under its title, or whose latest annotation is here on its task."""
+    for old in reviews.recorded_by_url(ws):
+        if old.server == conn.server:
+            continue
+        here = any(getattr(_unless_missing(ls.projects.get, id=p.project_id), "title", None) == p.title
+                   for p in old.projects)
+        if not here and old.annotation:
+            here = getattr(_unless_missing(ls.annotations.get, id=old.annotation[0]), "task", None) == old.annotation[1]
+        if here:
+            reviews.adopt_server(ws, old.server, conn.server)
 
 
 # -- translation tasks -------------------------------------------------------------------------------
@@ -139,6 +173,7 @@ def push(ws: Workspace, conn: Connection, lang: str, *, stage: str = "translatio
     """Push review tasks; `overlap_share` of them go to `overlap` curators each (Label Studio's overlap)."""
     tasks = stage_tasks(ws, lang, stage)[: limit or None]
     ls = client(conn)
+    _adopt_recorded_by_url(ws, ls, conn)
     pid = ensure_project(ws, ls, conn, stage, lang)
     if overlap > 1:
         ls.projects.update(id=pid, maximum_annotations=overlap, overlap_cohort_percentage=round(overlap_share * 100))
@@ -186,7 +221,7 @@ def annotation_record(project: ReviewProject, task: dict, ann: dict, users: dict
     cancelled = bool(ann.get("was_cancelled"))
     name, edit = EDITS[project.stage]
     return Annotation(
-        stage=project.stage, lang=project.lang, item_id=task["data"]["item_id"], annotation_id=ann["id"], url=project.url,
+        stage=project.stage, lang=project.lang, item_id=task["data"]["item_id"], annotation_id=ann["id"], server=project.server,
         task_id=task["id"], decision=None if cancelled else fields.get("decision"), comment=fields.get("comment", ""),
         reviewer=users.get(ann.get("completed_by"), str(ann.get("completed_by"))), cancelled=cancelled,
         lead_time_s=ann.get("lead_time"), created_at=ann["created_at"], updated_at=ann.get("updated_at") or ann["created_at"],
@@ -195,11 +230,12 @@ def annotation_record(project: ReviewProject, task: dict, ann: dict, users: dict
 
 
 def pull(ws: Workspace, conn: Connection) -> PullSummary:
-    """Export every project on this server and hand its annotations to the review owner."""
+    """Export every project remembered on this server and hand its annotations to the review owner."""
     ls = client(conn)
+    _adopt_recorded_by_url(ws, ls, conn)
     users = {u.id: (u.email or u.username or str(u.id)) for u in ls.users.list()}
     records = [annotation_record(project, task, ann, users)
-               for project in reviews.review_projects(ws, conn.url)
+               for project in reviews.review_projects(ws, conn.server)
                for task in ls.projects.exports.as_json(project.project_id)
                for ann in task.get("annotations") or []]
-    return reviews.record_pull(ws, conn.url, records)
+    return reviews.record_pull(ws, conn.server, records)

@@ -3,6 +3,14 @@
 The project depends only on `label-studio-sdk`; the server (a Django application with many pinned
 dependencies) lives in a separate virtual environment. Its data directory is inside the workspace,
 and its API token is generated (or taken from the environment) and kept in a 0600 file.
+
+A server is known by its identity, never by its URL (a restart picks a new port): for a server we
+start, an id written once into its data directory (`local:…`); for one given by `LABEL_STUDIO_URL`,
+its organization's id and creation time, which stay in its database whatever URL it answers on
+(`org:…`), or the URL itself where the server does not show them (`url:…`). The workspace keys its
+review projects and annotations by that identity. `server.json` records which data directory the
+running server serves, so a copied or moved workspace never talks to, or stops, the server another
+workspace started: it starts its own on its own copy of the data.
 """
 
 from __future__ import annotations
@@ -22,8 +30,11 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+from builder.workspace.schema import SERVER_BY_URL
+
 LABEL_STUDIO_REQUIREMENT = "label-studio>=1.20,<2"
 ADMIN_USER = "admin@builder.local"
+SERVER_ID_FILE = "builder-server-id"
 
 
 class ServerError(RuntimeError):
@@ -34,9 +45,10 @@ class ServerError(RuntimeError):
 class Connection:
     url: str
     token: str
+    server: str  # the server's identity, which the workspace keys its projects and annotations by
 
     def __repr__(self) -> str:  # never show the token
-        return f"Connection(url={self.url!r}, token=<hidden>)"
+        return f"Connection(url={self.url!r}, server={self.server!r}, token=<hidden>)"
 
 
 def venv_dir() -> Path:
@@ -95,6 +107,48 @@ def state_dir(workspace: Path) -> Path:
     return workspace / "label-studio"
 
 
+def data_dir(workspace: Path) -> Path:
+    """The workspace's Label Studio data directory, as an absolute path (what `server.json` records)."""
+    return (state_dir(workspace) / "data").resolve()
+
+
+def server_identity(data: Path) -> str:
+    """The identity of the server on data directory `data`: `local:<random id>`, written there once.
+
+    The id travels with the data: a copy of the directory holds the same projects, tasks and
+    annotation ids, so a copied workspace's records stay valid against the server it starts on its copy.
+    """
+    path = data / SERVER_ID_FILE
+    if not path.is_file():
+        fd, tmp = tempfile.mkstemp(dir=data, prefix=".server-id-")
+        with os.fdopen(fd, "w") as fh:
+            fh.write(f"local:{secrets.token_hex(16)}\n")
+        try:
+            os.link(tmp, path)  # atomic, and never replaces an id another process wrote first
+        except FileExistsError:
+            pass
+        finally:
+            os.unlink(tmp)
+    return path.read_text().strip()
+
+
+def external_identity(url: str, token: str) -> str:
+    """The identity of a server we did not start: `org:<id>@<created>` of the organization the token
+    belongs to, else (a server that does not show it) `url:<url>`."""
+    from label_studio_sdk import LabelStudio
+    from label_studio_sdk.core.api_error import ApiError
+
+    ls = LabelStudio(base_url=url, api_key=token)
+    org, created = None, {}
+    try:
+        org = ls.users.whoami().active_organization
+        created = {o.id: o.created_at for o in ls.organizations.list()}
+    except ApiError as exc:
+        if exc.status_code not in (403, 404):
+            raise
+    return f"org:{org}@{created[org].isoformat()}" if org in created else f"{SERVER_BY_URL}{url}"
+
+
 def _write_secret(path: Path, value: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -147,17 +201,18 @@ def serve(
     timeout_s: float = 120.0,
     log=print,
 ) -> Connection:
-    """Start Label Studio for this workspace (or return the one already running) and wait until healthy."""
+    """Start Label Studio for this workspace (or return the one it already runs) and wait until healthy."""
     check_bind(host, allow_remote)
-    running = _running(workspace)
+    running = _running(workspace, log)
     if running:
         return running
     exe = ensure_installed(log=log)
     sdir = state_dir(workspace)
-    data = sdir / "data"
+    data = data_dir(workspace)
     if not (data / "label_studio.sqlite3").exists():
         shutil.copytree(migrated_template(log=log), data, dirs_exist_ok=True, ignore=shutil.ignore_patterns(".env"))
         _write_secret(data / ".env", f"SECRET_KEY={secrets.token_urlsafe(50)}\n")  # never shared between workspaces
+    server = server_identity(data)
     token = _secret(sdir / "token", "LABEL_STUDIO_API_KEY")
     password = _secret(sdir / "password", None)
     port = port or _free_port(host)
@@ -186,21 +241,62 @@ def serve(
         if proc.poll() is not None:
             raise ServerError(f"Label Studio exited with code {proc.returncode}; see {sdir / 'server.log'}")
         if _healthy(url):
-            (sdir / "server.json").write_text(json.dumps({"url": url, "pid": proc.pid}))
-            return Connection(url, token)
+            record, tmp = sdir / "server.json", sdir / "server.json.tmp"
+            tmp.write_text(json.dumps({"url": url, "pid": proc.pid, "data_dir": str(data)}))
+            tmp.replace(record)
+            return Connection(url, token, server)
         time.sleep(0.3)
     _kill(proc.pid)
     raise ServerError(f"Label Studio did not become healthy on {url} within {timeout_s:.0f} s; see {sdir / 'server.log'}")
 
 
-def _running(workspace: Path) -> Connection | None:
-    info_path = state_dir(workspace) / "server.json"
-    if not info_path.is_file():
+def _serves(pid: int, data: Path) -> bool | None:
+    """Whether process `pid` is a Label Studio started on data directory `data`; None where the
+    system cannot tell (no /proc)."""
+    if not Path("/proc/self").is_dir():
         return None
-    info = json.loads(info_path.read_text())
-    if _alive(info["pid"]) and _healthy(info["url"]):
-        return Connection(info["url"], (state_dir(workspace) / "token").read_text().strip())
-    info_path.unlink()
+    proc = Path("/proc") / str(pid)
+    try:
+        args = (proc / "cmdline").read_bytes().decode(errors="replace").split("\0")
+        cwd = Path(os.readlink(proc / "cwd"))
+    except OSError:
+        return False
+    given = args[args.index("--data-dir") + 1] if "--data-dir" in args[:-1] else None
+    return given is not None and (cwd / given).resolve() == data
+
+
+def _own_record(workspace: Path, log=print) -> dict | None:
+    """The record of the server this workspace started, while its process lives.
+
+    A stale record is removed. So is one that names another data directory: it came with a copied or
+    moved workspace and belongs to the server of the original, which is left alone. A record written
+    before records named their data directory counts where the process itself shows it serves ours.
+    """
+    path = state_dir(workspace) / "server.json"
+    if not path.is_file():
+        return None
+    info = json.loads(path.read_text())
+    data = data_dir(workspace)
+    recorded = info.get("data_dir")
+    if recorded not in (None, str(data)):
+        log(f"{path} is the record of the Label Studio serving {recorded} (pid {info['pid']}, {info['url']}); "
+            "this workspace was copied or moved from there: it leaves that server alone and uses its own")
+    else:
+        serves = _serves(info["pid"], data) if _alive(info["pid"]) else False
+        if serves or (serves is None and recorded is not None):
+            return info
+    path.unlink()
+    return None
+
+
+def _running(workspace: Path, log=print) -> Connection | None:
+    info = _own_record(workspace, log)
+    if info is None:
+        return None
+    if _healthy(info["url"]):
+        return Connection(info["url"], (state_dir(workspace) / "token").read_text().strip(),
+                          server_identity(data_dir(workspace)))
+    (state_dir(workspace) / "server.json").unlink()
     return None
 
 
@@ -231,22 +327,22 @@ def _kill(pid: int, sig: int = signal.SIGTERM, wait_s: float = 20.0) -> None:
             pass
 
 
-def stop(workspace: Path) -> bool:
-    info_path = state_dir(workspace) / "server.json"
-    if not info_path.is_file():
+def stop(workspace: Path, log=print) -> bool:
+    """Stop the server this workspace started; False when it runs none (another workspace's is never stopped)."""
+    info = _own_record(workspace, log)
+    if info is None:
         return False
-    info = json.loads(info_path.read_text())
     _kill(info["pid"])
-    info_path.unlink(missing_ok=True)
+    (state_dir(workspace) / "server.json").unlink(missing_ok=True)
     return True
 
 
-def connect(workspace: Path) -> Connection:
+def connect(workspace: Path, log=print) -> Connection:
     """`LABEL_STUDIO_URL` and `LABEL_STUDIO_API_KEY` for an existing server, else this workspace's own."""
     url, key = os.environ.get("LABEL_STUDIO_URL"), os.environ.get("LABEL_STUDIO_API_KEY")
     if url and key:
-        return Connection(url.rstrip("/"), key)
-    running = _running(workspace)
+        return Connection(url.rstrip("/"), key, external_identity(url.rstrip("/"), key))
+    running = _running(workspace, log)
     if running is None:
         raise ServerError("no Label Studio: run `builder review serve`, or set LABEL_STUDIO_URL and LABEL_STUDIO_API_KEY")
     return running

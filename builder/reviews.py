@@ -41,12 +41,11 @@ from builder.workspace.store import Workspace, now
 
 __all__ = [
     "JUDGE_DECISIONS", "SENTENCE_DECISIONS", "TRANSLATION_DECISIONS",
-    "AcceptSummary", "Annotation", "FormsEdit", "PullSummary", "ReviewProject", "SentenceEdit", "SentenceReview",
-    "TranslationEdit",
-    "accept", "agreement", "curators", "current_pairs", "disagreements", "judge_decisions", "judge_pending", "latest_proposals",
-    "opinions",
-    "record_pull", "record_seed_words", "rejected_items", "rejected_pairs", "remember_project", "review_project",
-    "review_projects", "review_status", "sentence_decisions",
+    "AcceptSummary", "Annotation", "FormsEdit", "PullSummary", "RecordedByUrl", "ReviewProject", "SentenceEdit",
+    "SentenceReview", "TranslationEdit",
+    "accept", "adopt_server", "agreement", "curators", "current_pairs", "disagreements", "judge_decisions", "judge_pending",
+    "latest_proposals", "opinions", "record_pull", "record_seed_words", "recorded_by_url", "rejected_items",
+    "rejected_pairs", "remember_project", "review_project", "review_projects", "review_status", "sentence_decisions",
 ]
 
 ReviewStage = Literal["translation", "adjudication", "sentences", "inflections", "judge"]
@@ -101,7 +100,7 @@ class Annotation(Record):
     lang: str
     item_id: str  # concept or property id, pair id, or the lemma's need id
     annotation_id: int  # Label Studio's id, unique on its server
-    url: str  # the server
+    server: str  # the server's identity (`annotation.server`), which outlives its URL
     task_id: int
     decision: str | None  # None when the curator skipped the task or chose nothing
     comment: str = ""
@@ -121,7 +120,7 @@ class Annotation(Record):
 
     @model_validator(mode="after")
     def _fits_its_stage(self) -> "Annotation":
-        where = f"annotation {self.annotation_id} ({self.stage} {self.lang}, {self.url})"
+        where = f"annotation {self.annotation_id} ({self.stage} {self.lang}, server {self.server})"
         given = [name for name in ("translation", "sentences", "forms") if getattr(self, name) is not None]
         if given != [_PAYLOAD[self.stage]]:
             raise ValueError(f"{where}: carries {given or 'nothing'}; a {self.stage} annotation carries {_PAYLOAD[self.stage]!r}")
@@ -139,7 +138,7 @@ class ReviewProject(Record):
     lang: str
     project_id: int
     title: str
-    url: str
+    server: str  # the server's identity, as on `Annotation`
 
 
 class SentenceReview(Record):
@@ -176,15 +175,15 @@ class PullSummary:
 # -- projects -----------------------------------------------------------------------------------------
 
 
-def review_projects(ws: Workspace, url: str | None = None) -> list[ReviewProject]:
-    """The projects remembered (on the server at `url`, or anywhere), by stage and language."""
+def review_projects(ws: Workspace, server: str | None = None) -> list[ReviewProject]:
+    """The projects remembered (on the server with identity `server`, or anywhere), by stage and language."""
     p = t.review_projects
     stmt = select(p).order_by(p.c.stage, p.c.lang)
-    return [ReviewProject(**r) for r in ws.rows(stmt if url is None else stmt.where(p.c.url == url))]
+    return [ReviewProject(**r) for r in ws.rows(stmt if server is None else stmt.where(p.c.server == server))]
 
 
-def review_project(ws: Workspace, stage: str, lang: str, url: str) -> ReviewProject | None:
-    return next((p for p in review_projects(ws, url) if (p.stage, p.lang) == (stage, lang)), None)
+def review_project(ws: Workspace, stage: str, lang: str, server: str) -> ReviewProject | None:
+    return next((p for p in review_projects(ws, server) if (p.stage, p.lang) == (stage, lang)), None)
 
 
 def remember_project(ws: Workspace, project: ReviewProject) -> None:
@@ -193,6 +192,47 @@ def remember_project(ws: Workspace, project: ReviewProject) -> None:
     with ws.transaction() as c:
         c.execute(t.review_projects.delete().where(p.c.stage == project.stage, p.c.lang == project.lang))
         c.execute(t.review_projects.insert().values(**project.model_dump()))
+
+
+class RecordedByUrl(Record):
+    """What the workspace recorded under a server known only by its URL (rows from before server
+    identities): enough for a server to recognise them as its own."""
+
+    server: str  # `SERVER_BY_URL` + the URL
+    projects: list[ReviewProject]
+    annotation: tuple[int, int] | None  # (annotation id, task id) of the latest annotation recorded under it
+
+
+def recorded_by_url(ws: Workspace) -> list[RecordedByUrl]:
+    """Every server identity that is only a URL and still holds projects or annotations."""
+    p, ra = t.review_projects, t.review_annotations
+    by_url = t.SERVER_BY_URL + "%"
+    servers = {r["server"] for r in ws.rows(select(p.c.server).where(p.c.server.like(by_url)).distinct())}
+    servers |= {r["server"] for r in ws.rows(select(ra.c.server).where(ra.c.server.like(by_url)).distinct())}
+    out = []
+    for server in sorted(servers):
+        latest = ws.rows(select(ra.c.annotation_id, ra.c.task_id).where(ra.c.server == server)
+                         .order_by(ra.c.updated_at.desc()).limit(1))
+        out.append(RecordedByUrl(server=server, projects=review_projects(ws, server),
+                                 annotation=(latest[0]["annotation_id"], latest[0]["task_id"]) if latest else None))
+    return out
+
+
+def adopt_server(ws: Workspace, old: str, server: str) -> None:
+    """The projects and annotations recorded under identity `old` are the server `server`'s: re-key them.
+
+    A workspace that pulled from one server under two URLs holds an annotation twice; the revision
+    updated last stays (the one already under `server` when both are as recent)."""
+    ra, sr = t.review_annotations, t.sentence_reviews
+    with ws.transaction() as c:
+        have = {aid: _utc(at) for aid, at in c.execute(select(ra.c.annotation_id, ra.c.updated_at).where(ra.c.server == server))}
+        for aid, at in c.execute(select(ra.c.annotation_id, ra.c.updated_at).where(ra.c.server == old)).all():
+            if aid in have:
+                loser = server if _utc(at) > have[aid] else old
+                for table in (ra, sr):
+                    c.execute(table.delete().where(table.c.annotation_id == aid, table.c.server == loser))
+        for table in (ra, sr, t.review_projects):
+            c.execute(table.update().where(table.c.server == old).values(server=server))
 
 
 # -- translations ---------------------------------------------------------------------------------------
@@ -404,7 +444,7 @@ def _pair_decisions(ws: Workspace, lang: str, stage: str) -> dict[str, SentenceR
     rows = ws.rows(
         select(a.c.item_id, a.c.decision, a.c.reviewer, a.c.comment, a.c.annotation_id, s.c.version, s.c.acceptable,
                s.c.unacceptable)
-        .join(s, (s.c.annotation_id == a.c.annotation_id) & (s.c.url == a.c.url))
+        .join(s, (s.c.annotation_id == a.c.annotation_id) & (s.c.server == a.c.server))
         .where(a.c.lang == lang, a.c.stage == stage, a.c.cancelled.is_(False), a.c.decision.is_not(None))
         .order_by(a.c.updated_at)
     )
@@ -425,12 +465,12 @@ def rejected_pairs(ws: Workspace, lang: str) -> dict[str, str]:
 def _store_sentences(c: Connection, a: Annotation) -> dict:
     """Store the sentences an annotation left, on the version of the pair fixed at its first pull."""
     e, s = a.sentences, t.sentence_reviews
-    key = (s.c.annotation_id == a.annotation_id) & (s.c.url == a.url)
+    key = (s.c.annotation_id == a.annotation_id) & (s.c.server == a.server)
     prior = c.execute(select(s.c.version).where(key)).scalar_one_or_none()
     final = (e.acceptable or e.draft_acceptable, e.unacceptable or e.draft_unacceptable)
     values = dict(pair_id=a.item_id, lang=a.lang, version=prior or e.version, acceptable=final[0], unacceptable=final[1])
     if prior is None:
-        c.execute(t.sentence_reviews.insert().values(annotation_id=a.annotation_id, url=a.url, **values))
+        c.execute(t.sentence_reviews.insert().values(annotation_id=a.annotation_id, server=a.server, **values))
     else:
         c.execute(t.sentence_reviews.update().where(key).values(**values))
     return dict(proposal_id=None, final_text=f"{final[0]}\n{final[1]}",
@@ -443,7 +483,7 @@ def _store_sentences(c: Connection, a: Annotation) -> dict:
 def _store(c: Connection, a: Annotation, *, first: bool) -> None:
     """Insert (first pull) or update one annotation with its lineage and the text it leaves."""
     ra = t.review_annotations
-    key = (ra.c.annotation_id == a.annotation_id) & (ra.c.url == a.url)
+    key = (ra.c.annotation_id == a.annotation_id) & (ra.c.server == a.server)
     if a.translation is not None:
         # An annotation made before a re-proposal keeps the proposal it was made on.
         proposal_id = a.translation.proposal_id if first else c.execute(select(ra.c.proposal_id).where(key)).scalar_one()
@@ -459,7 +499,7 @@ def _store(c: Connection, a: Annotation, *, first: bool) -> None:
                reviewer=a.reviewer, cancelled=a.cancelled, lead_time_s=a.lead_time_s, created_at=a.created_at,
                updated_at=a.updated_at, **lineage)
     if first:
-        c.execute(t.review_annotations.insert().values(annotation_id=a.annotation_id, url=a.url, **row))
+        c.execute(t.review_annotations.insert().values(annotation_id=a.annotation_id, server=a.server, **row))
     else:
         c.execute(t.review_annotations.update().where(key).values(**row))
 
@@ -498,8 +538,8 @@ def _decide_forms(ws: Workspace, a: Annotation, counts: dict[str, int]) -> None:
         counts[k] = counts.get(k, 0) + getattr(s, k)
 
 
-def record_pull(ws: Workspace, url: str, annotations: Iterable[Annotation]) -> PullSummary:
-    """Record what a pull from the server at `url` exported, then turn the decisions into verified words and forms.
+def record_pull(ws: Workspace, server: str, annotations: Iterable[Annotation]) -> PullSummary:
+    """Record what a pull from the server with identity `server` exported, then turn the decisions into verified words and forms.
 
     An annotation whose `updated_at` is what was recorded is unchanged and skipped; the new and changed
     ones are recorded in one transaction. Then translations are decided for every language with a
@@ -508,13 +548,13 @@ def record_pull(ws: Workspace, url: str, annotations: Iterable[Annotation]) -> P
     """
     ra = t.review_annotations
     known = {r["annotation_id"]: _utc(r["updated_at"])
-             for r in ws.rows(select(ra.c.annotation_id, ra.c.updated_at).where(ra.c.url == url))}
+             for r in ws.rows(select(ra.c.annotation_id, ra.c.updated_at).where(ra.c.server == server))}
     summary = PullSummary()
     tables: list[Annotation] = []
     with ws.transaction() as c:
         for a in annotations:
-            if a.url != url:
-                raise ValueError(f"annotation {a.annotation_id} comes from {a.url}, not from the pulled server {url}")
+            if a.server != server:
+                raise ValueError(f"annotation {a.annotation_id} comes from server {a.server}, not from the pulled server {server}")
             if known.get(a.annotation_id) == a.updated_at:
                 summary.unchanged += 1
                 continue
@@ -526,9 +566,9 @@ def record_pull(ws: Workspace, url: str, annotations: Iterable[Annotation]) -> P
             known[a.annotation_id] = a.updated_at
             if a.forms is not None and a.decision:
                 tables.append(a)
-    for lang in sorted({p.lang for p in review_projects(ws, url) if p.stage in ("translation", "adjudication")}):
+    for lang in sorted({p.lang for p in review_projects(ws, server) if p.stage in ("translation", "adjudication")}):
         _decide_translations(ws, lang, summary)
-    for lang in sorted({p.lang for p in review_projects(ws, url) if p.stage == "judge"}):
+    for lang in sorted({p.lang for p in review_projects(ws, server) if p.stage == "judge"}):
         _decide_judgements(ws, lang)
     for a in sorted(tables, key=lambda a: a.updated_at):
         _decide_forms(ws, a, summary.forms)

@@ -440,7 +440,7 @@ def test_review_provenance_counts_curators_and_corrections(demo_ws, tmp_path):
         for n, (item, w) in enumerate(sorted(words.items())):
             for k, (who, decision) in enumerate((("curator-a", "accept"), ("curator-b", "accept" if n else "corrected"))):
                 conn.execute(t.review_annotations.insert().values(
-                    annotation_id=10 * n + k, url="http://ls", stage="translation", lang="ar", item_id=item,
+                    annotation_id=10 * n + k, server="local:ls", stage="translation", lang="ar", item_id=item,
                     proposal_id=w["proposal_id"], task_id=n, decision=decision, final_text=w["text"], comment="",
                     reviewer=who, cancelled=False, lead_time_s=1.0, edit_distance=0, created_at=ts, updated_at=ts))
         acc = words[pair["acceptable_id"]]

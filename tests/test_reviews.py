@@ -30,7 +30,7 @@ from conftest import settings_for
 from test_generate import stage
 from test_m2c_workspace import _templates
 
-URL = "http://label-studio.test"
+SERVER = "local:0123456789abcdef0123456789abcdef"
 T0 = datetime(2026, 1, 5, 9, 0, tzinfo=timezone.utc)
 PROPS = "can fly"
 
@@ -49,14 +49,14 @@ def _llm(ws, server, fn):
 
 def _project(ws, stage_name, lang):
     reviews.remember_project(ws, ReviewProject(stage=stage_name, lang=lang, project_id=len(reviews.review_projects(ws)) + 1,
-                                               title=f"[{stage_name}:{lang}] review", url=URL))
+                                               title=f"[{stage_name}:{lang}] review", server=SERVER))
 
 
 def said(aid, item, proposal_id, reviewer, decision, text=None, *, stage_name="translation", minutes=0, comment="",
          cancelled=False):
     """A translation (or adjudication) annotation as `annotation` would hand it over."""
     ts = T0 + timedelta(minutes=minutes)
-    return Annotation(stage=stage_name, lang="fr", item_id=item, annotation_id=aid, url=URL, task_id=1000 + aid,
+    return Annotation(stage=stage_name, lang="fr", item_id=item, annotation_id=aid, server=SERVER, task_id=1000 + aid,
                       decision=decision, comment=comment, reviewer=reviewer, cancelled=cancelled, lead_time_s=3.0,
                       created_at=T0, updated_at=ts, translation=TranslationEdit(proposal_id=proposal_id, text=text))
 
@@ -80,7 +80,7 @@ def test_one_curator_decides_alone_with_lineage_and_a_repeated_pull_changes_noth
             said(2, cor, latest[cor]["id"], "ana", "corrected", "la correction"),
             said(3, rej, latest[rej]["id"], "ana", "reject", comment="wrong sense"),
             said(4, skip, latest[skip]["id"], "ana", None, cancelled=True)]
-    s = record_pull(ws, URL, anns)
+    s = record_pull(ws, SERVER, anns)
     assert (s.new, s.verified, s.rejected, s.by_decision) == (4, 2, 1, {"accept": 1, "corrected": 1, "reject": 1})
     words = _words(ws)
     assert set(words) == {acc, cor}
@@ -93,10 +93,10 @@ def test_one_curator_decides_alone_with_lineage_and_a_repeated_pull_changes_noth
     assert stored[skip]["cancelled"] and stored[skip]["decision"] is None
     assert set(reviews.rejected_items(ws, "fr")) == {rej} and reviews.rejected_items(ws, "fr")[rej]["comment"] == "wrong sense"
     n_reviews = ws.count(t.reviews)
-    again = record_pull(ws, URL, anns)
+    again = record_pull(ws, SERVER, anns)
     assert (again.new, again.updated, again.unchanged, again.verified) == (0, 0, 4, 0) and ws.count(t.reviews) == n_reviews
     # The curator edits the correction later: the same annotation, the same review, the new text.
-    edited = record_pull(ws, URL, [said(2, cor, latest[cor]["id"], "ana", "corrected", "la bonne correction", minutes=5)])
+    edited = record_pull(ws, SERVER, [said(2, cor, latest[cor]["id"], "ana", "corrected", "la bonne correction", minutes=5)])
     assert (edited.new, edited.updated) == (0, 1) and ws.count(t.reviews) == n_reviews
     assert _words(ws)[cor]["text"] == "la bonne correction" and _words(ws)[cor]["review_id"] == words[cor]["review_id"]
 
@@ -105,7 +105,7 @@ def test_a_disagreement_blocks_verification_until_adjudicated(fr):
     ws, latest = fr
     agree, disagree, same_fix = sorted(latest)[:3]
     p = {i: latest[i]["id"] for i in (agree, disagree, same_fix)}
-    record_pull(ws, URL, [
+    record_pull(ws, SERVER, [
         said(1, agree, p[agree], "bo", "accept"), said(2, agree, p[agree], "cy", "accept"),
         said(3, disagree, p[disagree], "bo", "accept"), said(4, disagree, p[disagree], "cy", "corrected", "ventilateur"),
         said(5, same_fix, p[same_fix], "bo", "corrected", "grille-pain"), said(6, same_fix, p[same_fix], "cy", "corrected", "grille-pain"),
@@ -122,7 +122,7 @@ def test_a_disagreement_blocks_verification_until_adjudicated(fr):
     assert status["reviewers"] == ["bo", "cy"] and status["agreement"] == agr.model_dump()
     # The adjudicator decides; the decision wins and names them.
     _project(ws, "adjudication", "fr")
-    record_pull(ws, URL, [said(7, disagree, p[disagree], "dee", "corrected", "ventilateur de plafond",
+    record_pull(ws, SERVER, [said(7, disagree, p[disagree], "dee", "corrected", "ventilateur de plafond",
                                stage_name="adjudication", minutes=10)])
     word = _words(ws)[disagree]
     assert (word["text"], word["reviewer"]) == ("ventilateur de plafond", "dee (adjudicated)")
@@ -135,19 +135,19 @@ def test_an_annotation_made_before_a_re_proposal_stays_on_its_proposal(fr, serve
     ws, latest = fr
     item = sorted(latest)[0]
     first = latest[item]
-    record_pull(ws, URL, [said(1, item, first["id"], "ana", "reject", comment="wrong sense: the sports bat")])
+    record_pull(ws, SERVER, [said(1, item, first["id"], "ana", "reject", comment="wrong sense: the sports bat")])
     rejected = reviews.rejected_items(ws, "fr")
     assert _llm(ws, server, lambda c: repropose(ws, c, registry()["fr"], rejected)) == 1
     second = reviews.latest_proposals(ws, "fr")[item]
     assert second["revision"] == 2 and item not in reviews.rejected_items(ws, "fr")  # the reject was on the old proposal
     # The curator changes the old annotation after the task was updated to show the new proposal: it stays
     # on the proposal it was made on, which is no longer current, so it verifies nothing.
-    s = record_pull(ws, URL, [said(1, item, second["id"], "ana", "accept", minutes=5)])
+    s = record_pull(ws, SERVER, [said(1, item, second["id"], "ana", "accept", minutes=5)])
     assert s.updated == 1 and s.verified == 0 and item not in _words(ws)
     old = ws.rows(select(t.review_annotations).where(t.review_annotations.c.annotation_id == 1))[0]
     assert old["proposal_id"] == first["id"] and old["final_text"] == first["text"]
     # A new annotation on the new proposal decides it.
-    s = record_pull(ws, URL, [said(2, item, second["id"], "ana", "accept", minutes=6)])
+    s = record_pull(ws, SERVER, [said(2, item, second["id"], "ana", "accept", minutes=6)])
     word = _words(ws)[item]
     assert s.verified == 1 and word["proposal_id"] == second["id"] and "revised" in word["text"]
 
@@ -161,13 +161,13 @@ def test_sentence_decisions_count_only_for_the_pair_version_they_were_made_on(sa
 
     def on(aid, pair, decision, *, unacceptable=None, comment="", minutes=0, version=None):
         sp = pairs[pair]
-        return Annotation(stage="sentences", lang="de", item_id=pair, annotation_id=aid, url=URL, task_id=aid,
+        return Annotation(stage="sentences", lang="de", item_id=pair, annotation_id=aid, server=SERVER, task_id=aid,
                           decision=decision, comment=comment, reviewer="ana", created_at=T0,
                           updated_at=T0 + timedelta(minutes=minutes),
                           sentences=SentenceEdit(version=version or sp["version"], draft_acceptable=sp["acceptable"],
                                                  draft_unacceptable=sp["unacceptable"], unacceptable=unacceptable))
 
-    record_pull(ws, URL, [on(1, keep, "accept"), on(2, fix, "reject", comment="the property reads as a question")])
+    record_pull(ws, SERVER, [on(1, keep, "accept"), on(2, fix, "reject", comment="the property reads as a question")])
     got = reviews.sentence_decisions(ws, "de")
     assert got[keep].decision == "accept" and (got[keep].acceptable, got[keep].unacceptable) == (
         pairs[keep]["acceptable"], pairs[keep]["unacceptable"])
@@ -177,7 +177,7 @@ def test_sentence_decisions_count_only_for_the_pair_version_they_were_made_on(sa
     assert new_version != pairs[fix]["version"]
     assert fix not in reviews.sentence_decisions(ws, "de") and reviews.rejected_pairs(ws, "de") == {}
     # An edit of the old annotation after the task shows the new sentences stays on the version it was made on.
-    record_pull(ws, URL, [on(2, fix, "fix", unacceptable="Ein Satz.", minutes=5, version=new_version)])
+    record_pull(ws, SERVER, [on(2, fix, "fix", unacceptable="Ein Satz.", minutes=5, version=new_version)])
     assert fix not in reviews.sentence_decisions(ws, "de")
     status = {(r["stage"], r["lang"]): r for r in reviews.review_status(ws)}[("sentences", "de")]
     assert (status["pending"], status["accept"], status["fix"], status["reject"]) == (len(pairs) - 1, 1, 0, 0)
@@ -189,15 +189,15 @@ def test_inflection_decisions_go_through_the_lexicon_and_unreadable_tables_are_c
     _llm(ws, server, lambda c: propose_forms(ws, c, registry(ws)["de"], needs(ws, "de", _templates(tmp_path))))
 
     def table(aid, lemma, decision, text=None, forms=None):
-        return Annotation(stage="inflections", lang="de", item_id=f"need-{lemma}", annotation_id=aid, url=URL, task_id=aid,
+        return Annotation(stage="inflections", lang="de", item_id=f"need-{lemma}", annotation_id=aid, server=SERVER, task_id=aid,
                           decision=decision, reviewer="ana", created_at=T0, updated_at=T0 + timedelta(minutes=aid),
                           forms=FormsEdit(lemma=lemma, draft="(the draft)", text=text, forms=forms))
 
-    s = record_pull(ws, URL, [table(1, "Tisch", "accept", forms={}),
+    s = record_pull(ws, SERVER, [table(1, "Tisch", "accept", forms={}),
                               table(2, "Lampe", "fix", "SG.DAT Lampe\nPL.DAT", forms=None),
                               table(3, "Bett", "reject", forms={})])
     assert s.new == 3 and s.forms == {"verified": 2, "rejected": 2, "invalid": 1, "corrected": 0}
-    s = record_pull(ws, URL, [table(4, "Lampe", "fix", "SG.DAT\tLampe\nPL.DAT\tLampen", forms={"SG.DAT": "Lampe", "PL.DAT": "Lampen"})])
+    s = record_pull(ws, SERVER, [table(4, "Lampe", "fix", "SG.DAT\tLampe\nPL.DAT\tLampen", forms={"SG.DAT": "Lampe", "PL.DAT": "Lampen"})])
     assert s.forms == {"verified": 1, "corrected": 1, "rejected": 0}
     forms = {(r["lemma"], r["features"]): r for r in ws.rows(select(t.lexicon_forms))}
     assert (forms[("Lampe", "PL.DAT")]["form"], forms[("Lampe", "PL.DAT")]["proposed_form"]) == ("Lampen", "Lampe")
@@ -211,8 +211,8 @@ def test_records_that_do_not_fit_are_refused_with_the_annotation_named(fr):
         said(9, item, latest[item]["id"], "ana", "fix")
     with pytest.raises(ValueError, match="annotation 9 .*; a sentences annotation carries 'sentences'"):
         said(9, item, latest[item]["id"], "ana", "accept", stage_name="sentences")
-    with pytest.raises(ValueError, match="not from the pulled server http://other"):
-        record_pull(ws, "http://other", [said(9, item, latest[item]["id"], "ana", "accept")])
+    with pytest.raises(ValueError, match="not from the pulled server local:other"):
+        record_pull(ws, "local:other", [said(9, item, latest[item]["id"], "ana", "accept")])
     assert ws.count(t.review_annotations) == 0
 
 

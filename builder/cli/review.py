@@ -56,10 +56,10 @@ def review_serve(
 
 @review_app.command("stop")
 def review_stop(workspace: Optional[Path] = WorkspaceOpt) -> None:
-    """Stop this workspace's Label Studio."""
+    """Stop this workspace's Label Studio (never one that another workspace started)."""
     from annotation.server import stop
 
-    out.print("stopped" if stop(workspace_dir(workspace)) else "no server was running")
+    out.print("stopped" if stop(workspace_dir(workspace), log=err.print) else "this workspace runs no server")
 
 
 @review_app.command("push")
@@ -80,7 +80,7 @@ def review_push(
     ws = open_ws(workspace)
     for lg in langs(ws, lang):
         try:
-            s = push(ws, connect(ws.directory), lg.code, stage=stage, limit=limit, overlap=overlap,
+            s = push(ws, connect(ws.directory, log=err.print), lg.code, stage=stage, limit=limit, overlap=overlap,
                      overlap_share=overlap_share)
         except Exception as exc:  # noqa: BLE001 - server and stage errors alike
             fail(exc)
@@ -95,7 +95,7 @@ def review_pull(workspace: Optional[Path] = WorkspaceOpt) -> None:
 
     ws = open_ws(workspace)
     try:
-        s = pull(ws, connect(ws.directory))
+        s = pull(ws, connect(ws.directory, log=err.print))
     except Exception as exc:  # noqa: BLE001 - server errors end as one line
         fail(exc)
     out.print(f"annotations: {s.new} new, {s.updated} updated, {s.unchanged} unchanged; "

@@ -17,7 +17,12 @@ from sqlalchemy import (
     UniqueConstraint,
 )
 
-SCHEMA_VERSION = 3  # 2: review projects and annotations (Label Studio); 3: sentence_reviews, m2c_tests, lexicon_forms, release_waivers
+SCHEMA_VERSION = 4  # 2: review projects and annotations (Label Studio); 3: sentence_reviews, m2c_tests, lexicon_forms,
+# release_waivers; 4: review rows keyed by the Label Studio server's identity (column `server`), no longer by its URL
+
+# A review server's identity that is only its URL: rows recorded before identities (schema version 3
+# and older), and an external Label Studio that does not show its organization.
+SERVER_BY_URL = "url:"
 
 metadata = MetaData()
 
@@ -195,14 +200,14 @@ review_projects = Table(
     Column("lang", String(8), primary_key=True),
     Column("project_id", Integer, nullable=False),
     Column("title", Text, nullable=False),
-    Column("url", Text, nullable=False),
+    Column("server", Text, nullable=False),  # the server's identity (`annotation.server`), never its URL
 )
 
 review_annotations = Table(
     "review_annotations",
     metadata,
     Column("annotation_id", Integer, primary_key=True, autoincrement=False),  # Label Studio's id
-    Column("url", Text, primary_key=True),  # which server
+    Column("server", Text, primary_key=True),  # which server: its identity, as in review_projects
     Column("stage", String(16), nullable=False),
     Column("lang", String(8), nullable=False),
     Column("item_id", String(32), nullable=False, index=True),
@@ -225,7 +230,7 @@ sentence_reviews = Table(
     # The sentence-specific half of a `review_annotations` row (same key): which version of the pair the
     # curator saw, fixed at the first pull, and the sentences they left.
     Column("annotation_id", Integer, primary_key=True, autoincrement=False),
-    Column("url", Text, primary_key=True),
+    Column("server", Text, primary_key=True),
     Column("pair_id", String(32), ForeignKey("pairs.id"), nullable=False, index=True),
     Column("lang", String(8), nullable=False),
     Column("version", String(16), nullable=False),

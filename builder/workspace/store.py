@@ -13,7 +13,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, Engine, create_engine, event, func, select
+from sqlalchemy import Connection, Engine, create_engine, event, func, inspect, literal, select, text
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from builder.workspace import schema as t
@@ -55,7 +55,7 @@ def engine_for(url: str) -> Engine:
 
 
 def init_workspace(directory: Path | str | None = None) -> "Workspace":
-    """Create (or re-open) a workspace; idempotent."""
+    """Create (or re-open, migrating an older schema) a workspace; idempotent."""
     directory = Path(directory) if directory else default_dir()
     directory.mkdir(parents=True, exist_ok=True)
     engine = engine_for(_url(directory))
@@ -65,6 +65,8 @@ def init_workspace(directory: Path | str | None = None) -> "Workspace":
         if version is None:
             conn.execute(t.meta.insert().values(key="schema_version", value=str(t.SCHEMA_VERSION)))
             conn.execute(t.meta.insert().values(key="created_at", value=now().isoformat()))
+    if version is not None:
+        _bring_up_to_date(engine, int(version))
     return Workspace(directory, engine)
 
 
@@ -78,19 +80,40 @@ def open_workspace(directory: Path | str | None = None) -> "Workspace":
             version = conn.execute(select(t.meta.c.value).where(t.meta.c.key == "schema_version")).scalar()
         except Exception as exc:  # noqa: BLE001 - any failure here means "not a workspace"
             raise WorkspaceError(f"{directory} is not a builder workspace: {exc}") from exc
-    if version is None or int(version) > t.SCHEMA_VERSION:
-        raise WorkspaceError(
-            f"workspace schema version {version} is newer than this builder ({t.SCHEMA_VERSION}); upgrade builder"
-        )
-    if int(version) < t.SCHEMA_VERSION:
-        _migrate(engine)
+    if version is None:
+        raise WorkspaceError(f"{directory} is not a builder workspace: it records no schema version")
+    _bring_up_to_date(engine, int(version))
     return Workspace(directory, engine)
 
 
+def _bring_up_to_date(engine: Engine, version: int) -> None:
+    if version > t.SCHEMA_VERSION:
+        raise WorkspaceError(
+            f"workspace schema version {version} is newer than this builder ({t.SCHEMA_VERSION}); upgrade builder"
+        )
+    if version < t.SCHEMA_VERSION:
+        _migrate(engine)
+
+
+_KEYED_BY_URL = ("review_projects", "review_annotations", "sentence_reviews")  # up to schema version 3
+
+
 def _migrate(engine: Engine) -> None:
-    """Schema changes so far only add tables, which `create_all` does; then record the new version."""
-    t.metadata.create_all(engine)
+    """Bring an older workspace to this schema in one transaction, then record the new version.
+
+    New tables are created. Review rows that versions 2 and 3 keyed by the Label Studio server's URL
+    are re-keyed by the identity `SERVER_BY_URL + url`; the next push or pull that reaches the server
+    which holds them gives them that server's identity (`builder.reviews.adopt_server`), because only
+    the server can tell which of the URLs it answered on over time were its own.
+    """
     with engine.begin() as conn:
+        columns = inspect(conn)
+        for name in _KEYED_BY_URL:
+            if columns.has_table(name) and "url" in {c["name"] for c in columns.get_columns(name)}:
+                conn.execute(text(f"ALTER TABLE {name} RENAME COLUMN url TO server"))
+                table = t.metadata.tables[name]
+                conn.execute(table.update().values(server=literal(t.SERVER_BY_URL) + table.c.server))
+        t.metadata.create_all(conn)
         conn.execute(t.meta.update().where(t.meta.c.key == "schema_version").values(value=str(t.SCHEMA_VERSION)))
 
 
