@@ -107,9 +107,7 @@ def judge_config(lang: Language) -> str:
     <Header size="5" value="Acceptable sentence"/><Text name="acceptable" value="$acceptable"/>
     <Header size="5" value="Unacceptable sentence"/><Text name="unacceptable" value="$unacceptable"/>
   </View>
-  <Header size="6" value="false negative: the unacceptable concept has the property (the pair must change); keep: it lacks it"/>
-  {_choices("decision", "unacceptable", JUDGE_DECISIONS)}
-  <TextArea name="comment" toName="unacceptable" editable="true" maxSubmissions="1" rows="2" transcription="true"/>
+  {_decision("judge", "unacceptable", JUDGE_DECISIONS)}
 </View>"""
 
 

@@ -72,6 +72,18 @@ STAGES: dict[str, Stage] = {
             "reject": "the forms are wrong; say why in the comment",
         },
         comment="Comment (kept with the forms: say why you fix or reject)"),
+    "judge": Stage(
+        heading="The LLM judge's verdicts in {lang}",
+        intro="Each task is a minimal pair whose unacceptable sentence an LLM, asked as a judge, thinks may be true: "
+              "its reason is shown beside the pair. Nothing is dropped on the judge's word; your decision settles it.",
+        check="whether the unacceptable concept really has the property in {lang} as the sentence says it (a banana "
+              "<i>is</i> used for making smoothies); a word sense of the {lang} concept can make it true (a word for "
+              "<i>keys</i> that also means tuning pegs).",
+        decisions={
+            "false negative": "the unacceptable concept has the property: the pair must change before it is released",
+            "keep": "the unacceptable concept lacks the property: the pair stays as it is",
+        },
+        comment="Comment (kept with your verdict: say why)"),
 }
 
 

@@ -19,8 +19,9 @@ from annotation.instructions import STAGES, instructions
 from annotation.review import client, ensure_project, pull, push
 from builder import reviews
 from builder.languages import registry
+from builder.llm.cache import LLMCache
 from builder.llm.client import LLMClient
-from builder.reviews import SENTENCE_DECISIONS, TRANSLATION_DECISIONS
+from builder.reviews import JUDGE_DECISIONS, SENTENCE_DECISIONS, TRANSLATION_DECISIONS
 from builder.seeds import import_seeds
 from builder.paths import sample_dir
 from builder.translate import translate
@@ -30,7 +31,7 @@ from builder.workspace.store import DB_FILE, init_workspace, open_workspace
 from conftest import settings_for
 
 DECISIONS = {"translation": TRANSLATION_DECISIONS, "adjudication": TRANSLATION_DECISIONS,
-             "sentences": SENTENCE_DECISIONS, "inflections": SENTENCE_DECISIONS}
+             "sentences": SENTENCE_DECISIONS, "inflections": SENTENCE_DECISIONS, "judge": JUDGE_DECISIONS}
 QUIET = {"log": lambda *a: None}
 
 
@@ -44,7 +45,7 @@ def ls_dir(tmp_path_factory):
 
 
 def _translate(ws, server, lang):
-    c = LLMClient(ws, settings_for(server))
+    c = LLMClient(LLMCache.of_workspace(ws), settings_for(server))
 
     async def go():
         try:
