@@ -16,3 +16,12 @@ def data_dir() -> Path:
 
 def sample_dir() -> Path:
     return data_dir() / "sample"
+
+
+def requirements_dir() -> Path:
+    """The `requirements/` folder of lock files: `builder/_requirements` inside a wheel, or the repository's."""
+    here = Path(__file__).resolve().parent
+    for candidate in (here / "_requirements", here.parent / "requirements"):
+        if (candidate / "project.in").is_file():
+            return candidate
+    raise FileNotFoundError(f"lock files not found next to {here}")
