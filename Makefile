@@ -1,17 +1,29 @@
 # Set-up is part of every target: a fresh machine needs nothing but python3 and make.
+# Every install reads a lock (requirements/*.lock); `make lock` rewrites them all from requirements/*.in.
 VENV ?= .venv
 PY := $(VENV)/bin/python
+TOOLS := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/xbench-builder
 
-.PHONY: install label-studio demo test bench clean
+.PHONY: install lock check-locks label-studio demo test bench clean
 
 install: $(VENV)/.installed
 
-$(VENV)/.installed: pyproject.toml
+# A fresh venv each time the lock changes, so that it holds the lock's packages and nothing else.
+$(VENV)/.installed: requirements/project.lock pyproject.toml
+	rm -rf $(VENV)
 	python3 -m venv $(VENV)
-	$(VENV)/bin/pip install -q --upgrade pip
-	$(VENV)/bin/pip install -q torch==2.13.0   # the CPU wheel; the project itself asks for torch>=2.4
-	$(VENV)/bin/pip install -q -e '.[test]'
+	$(VENV)/bin/pip install -qq -r requirements/project.lock
+	$(VENV)/bin/pip install -qq --no-deps -e .
+	$(VENV)/bin/pip check
 	touch $@
+
+# Each requirements/<name>.in installed into a throw-away venv and frozen into <name>.lock.
+lock:
+	python3 -m builder.environments lock
+
+# The project's environment, and each tool environment installed, hold exactly their locks' versions.
+check-locks: install
+	$(PY) -m builder.environments check --python $(PY)
 
 demo: install label-studio
 	$(VENV)/bin/builder demo --auto-review
@@ -27,3 +39,7 @@ bench: install
 
 clean:
 	rm -rf $(VENV) demo-workspace .pytest_cache
+	@echo "left in place: the tool environments and caches shared by every checkout on this machine"
+	@echo "(a tool environment is installed again from its lock when next needed):"
+	@du -sh $(TOOLS)/* 2>/dev/null || echo "  nothing in $(TOOLS)"
+	@echo "remove one with rm -rf $(TOOLS)/NAME, or all of them with rm -rf $(TOOLS)"

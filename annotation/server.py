@@ -1,8 +1,9 @@
 """Label Studio as a real server: installed into its own environment, run on loopback, stopped.
 
 The project depends only on `label-studio-sdk`; the server (a Django application with many pinned
-dependencies) lives in a separate virtual environment. Its data directory is inside the workspace,
-and its API token is generated (or taken from the environment) and kept in a 0600 file.
+dependencies) lives in a virtual environment of its own, installed from `requirements/label-studio.lock`
+into a folder named for its version (`builder.environments`). Its data directory is inside the
+workspace, and its API token is generated (or taken from the environment) and kept in a 0600 file.
 
 A server is known by its identity, never by its URL (a restart picks a new port): for a server we
 start, an id written once into its data directory (`local:…`); for one given by `LABEL_STUDIO_URL`,
@@ -24,15 +25,16 @@ import signal
 import socket
 import subprocess
 import tempfile
-import sys
 import time
 import urllib.request
 from dataclasses import dataclass
+from importlib import metadata
 from pathlib import Path
 
+from builder.environments import ToolEnvironment
 from builder.workspace.schema import SERVER_BY_URL
 
-LABEL_STUDIO_REQUIREMENT = "label-studio>=1.20,<2"
+LABEL_STUDIO = ToolEnvironment("label-studio")
 ADMIN_USER = "admin@builder.local"
 SERVER_ID_FILE = "builder-server-id"
 
@@ -52,37 +54,45 @@ class Connection:
 
 
 def venv_dir() -> Path:
-    return Path(os.environ.get("BUILDER_LABEL_STUDIO_VENV", Path.home() / ".cache" / "xbench-builder" / "label-studio"))
+    """`BUILDER_LABEL_STUDIO_VENV` if set (an environment of your own), else the locked version's."""
+    own = os.environ.get("BUILDER_LABEL_STUDIO_VENV")
+    return Path(own) if own else LABEL_STUDIO.directory()
 
 
-def executable(venv: Path | None = None) -> Path:
-    return (venv or venv_dir()) / "bin" / "label-studio"
+def executable() -> Path:
+    return venv_dir() / "bin" / "label-studio"
 
 
-def ensure_installed(venv: Path | None = None, log=print) -> Path:
-    """Install Label Studio into its own virtual environment if it is not there yet."""
-    venv = venv or venv_dir()
-    exe = executable(venv)
-    if exe.is_file():
-        return exe
-    log(f"installing Label Studio into {venv} (about a minute, once)")
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-    subprocess.run([str(venv / "bin" / "pip"), "install", "-q", LABEL_STUDIO_REQUIREMENT], check=True)
-    if not exe.is_file():
-        raise ServerError(f"Label Studio did not install into {venv}")
-    return exe
+def ensure_installed(log=print) -> Path:
+    """Label Studio's executable, installed from its lock first if need be (an environment of your own is used as it is)."""
+    if not (os.environ.get("BUILDER_LABEL_STUDIO_VENV") and executable().is_file()):
+        LABEL_STUDIO.ensure(venv_dir(), log=log)
+    if not executable().is_file():
+        raise ServerError(f"Label Studio did not install into {venv_dir()}")
+    return executable()
+
+
+def installed_version() -> str:
+    """The Label Studio version the environment holds (from its metadata: an environment of your own may differ from the lock)."""
+    site = [str(p) for p in (venv_dir() / "lib").glob("python*/site-packages")]
+    found = next(iter(metadata.distributions(name="label-studio", path=site)), None)
+    if found is None:
+        raise ServerError(f"no Label Studio in {venv_dir()}")
+    return found.version
 
 
 def migrated_template(log=print) -> Path:
-    """A data directory whose database is already migrated, made once per Label Studio install.
+    """A data directory whose database is already migrated, made once per installed Label Studio version.
 
     A fresh workspace copies it and starts in seconds instead of migrating for half a minute. It holds
     no user and no organization: those are created at the copy's first start from our own secrets.
+    Its name carries the version that migrated it, so an environment upgraded in place never hands
+    out a template migrated by another version.
     """
-    template = venv_dir() / "migrated-data"
+    ensure_installed(log=log)
+    template = venv_dir() / f"migrated-data-{installed_version()}"
     if (template / "label_studio.sqlite3").is_file():
         return template
-    ensure_installed(log=log)
     log("preparing Label Studio's database (about 30 s, once per install)")
     building = Path(tempfile.mkdtemp(prefix="migrating-", dir=venv_dir()))
     env = {**os.environ, "LABEL_STUDIO_BASE_DATA_DIR": str(building), "COLLECT_ANALYTICS": "false",

@@ -16,7 +16,7 @@ from pydantic import BaseModel
 from sqlalchemy import Connection, select
 
 from builder.workspace import schema as t
-from builder.workspace.store import Workspace, now
+from builder.workspace.store import Workspace, now, upsert_replace
 
 
 class Flag(BaseModel):
@@ -29,12 +29,9 @@ class Flag(BaseModel):
 
 def record_flags(conn: Connection, stage: str, lang: str, reasons: Mapping[str, str]) -> None:
     """Flag these items (item id -> reason), replacing an earlier flag of the same item."""
-    if not reasons:
-        return
-    clear_flags(conn, stage, lang, reasons)
     ts = now()
-    conn.execute(t.flags.insert(), [{"stage": stage, "lang": lang, "item_id": item_id, "reason": reason, "created_at": ts}
-                                    for item_id, reason in reasons.items()])
+    upsert_replace(conn, t.flags, [{"stage": stage, "lang": lang, "item_id": item_id, "reason": reason, "created_at": ts}
+                                   for item_id, reason in reasons.items()])
 
 
 def clear_flags(conn: Connection, stage: str, lang: str, item_ids: Iterable[str]) -> None:

@@ -26,7 +26,7 @@ from builder.runner import Progress
 from builder.records import Language, SentencePair
 from builder.selection import Scope, verified
 from builder.workspace import schema as t
-from builder.workspace.store import Workspace, now
+from builder.workspace.store import Workspace, now, upsert_replace
 
 
 class SentenceItem(Realisation):
@@ -221,22 +221,22 @@ def _store(ws, lang, pairs, located: dict[str, Located], acc_id, call_id, status
         return
     ts = now()
     acc = located.get(acc_id)
+    records = []
+    for p in pairs:
+        un = located.get(p["unacceptable_id"])
+        records.append(SentencePair(
+            pair_id=p["id"], lang=lang, acceptable=acc.sentence if acc else "", unacceptable=un.sentence if un else "",
+            spans={
+                "acceptable_concept": acc.concept if acc else None,
+                "acceptable_property": acc.property if acc else None,
+                "unacceptable_concept": un.concept if un else None,
+                "unacceptable_property": un.property if un else None,
+            },
+            acceptable_form=acc.form if acc else "", unacceptable_form=un.form if un else "", status=status,
+            reason=reasons.get(p["unacceptable_id"], ""), origin="llm", llm_call_id=call_id,
+        ))
     with ws.transaction() as conn:
-        for p in pairs:
-            un = located.get(p["unacceptable_id"])
-            record = SentencePair(
-                pair_id=p["id"], lang=lang, acceptable=acc.sentence if acc else "", unacceptable=un.sentence if un else "",
-                spans={
-                    "acceptable_concept": acc.concept if acc else None,
-                    "acceptable_property": acc.property if acc else None,
-                    "unacceptable_concept": un.concept if un else None,
-                    "unacceptable_property": un.property if un else None,
-                },
-                acceptable_form=acc.form if acc else "", unacceptable_form=un.form if un else "", status=status,
-                reason=reasons.get(p["unacceptable_id"], ""), origin="llm", llm_call_id=call_id,
-            )
-            conn.execute(t.sentence_pairs.delete().where(t.sentence_pairs.c.pair_id == p["id"], t.sentence_pairs.c.lang == lang))
-            conn.execute(t.sentence_pairs.insert().values(**record.model_dump(mode="json"), created_at=ts))
+        upsert_replace(conn, t.sentence_pairs, [{**r.model_dump(mode="json"), "created_at": ts} for r in records])
         record_flags(conn, "generate", lang, {p["id"]: reasons[p["unacceptable_id"]] for p in pairs if status == "flagged"})
         if status == "generated":
             clear_flags(conn, "generate", lang, [p["id"] for p in pairs])
@@ -244,16 +244,18 @@ def _store(ws, lang, pairs, located: dict[str, Located], acc_id, call_id, status
 
 def _store_english(ws: Workspace, pairs: list[dict], props: dict) -> None:
     ts = now()
+    rows = []
+    for p in pairs:
+        phrase = props[p["property_id"]]["phrase"]
+        acc, ac, ap = english_sentence(p["prefix_acceptable"], phrase)
+        un, uc, up = english_sentence(p["prefix_unacceptable"], phrase)
+        record = SentencePair(
+            pair_id=p["id"], lang=SOURCE_LANGUAGE, acceptable=acc, unacceptable=un,
+            spans={"acceptable_concept": ac, "acceptable_property": ap, "unacceptable_concept": uc,
+                   "unacceptable_property": up},
+            acceptable_form=p["prefix_acceptable"].split()[-1], unacceptable_form=p["prefix_unacceptable"].split()[-1],
+            status="generated", origin="comps",
+        )
+        rows.append({**record.model_dump(mode="json"), "created_at": ts})
     with ws.transaction() as conn:
-        for p in pairs:
-            phrase = props[p["property_id"]]["phrase"]
-            acc, ac, ap = english_sentence(p["prefix_acceptable"], phrase)
-            un, uc, up = english_sentence(p["prefix_unacceptable"], phrase)
-            record = SentencePair(
-                pair_id=p["id"], lang=SOURCE_LANGUAGE, acceptable=acc, unacceptable=un,
-                spans={"acceptable_concept": ac, "acceptable_property": ap, "unacceptable_concept": uc,
-                       "unacceptable_property": up},
-                acceptable_form=p["prefix_acceptable"].split()[-1], unacceptable_form=p["prefix_unacceptable"].split()[-1],
-                status="generated", origin="comps",
-            )
-            conn.execute(t.sentence_pairs.insert().values(**record.model_dump(mode="json"), created_at=ts))
+        upsert_replace(conn, t.sentence_pairs, rows)

@@ -17,7 +17,7 @@ from sqlalchemy import select
 
 from builder.flags import clear_flags, record_flags
 from builder.languages import SEED_LANGUAGES, SOURCE_LANGUAGE
-from builder.llm.client import LLMClient, Request
+from builder.llm.client import LLMClient, Request, prompt_hash
 from builder.prompts import load
 from builder.runner import Progress
 from builder.records import Language, Proposal
@@ -133,23 +133,20 @@ def _store(ws: Workspace, lang: str, stage: str, targets: dict[str, tuple[str, i
            call_id: str) -> int:
     """Store each good item as a proposal of its target (kind, revision) and clear its flag, in one transaction.
 
-    Exactly one proposal per item and revision: a reply already stored (a resumed run) is not stored twice.
+    Exactly one proposal per item and revision: a reply already stored (a resumed run, or another
+    worker that read the same reply) is not stored twice.
     """
     ts = now()
+    rows = [
+        {**Proposal(item_id=item_id, kind=targets[item_id][0], lang=lang, revision=targets[item_id][1],
+                    text=item.translation, alternatives=[a for a in item.alternatives if a.strip()][:5],
+                    note=item.note.strip(), ambiguous=item.ambiguous, llm_call_id=call_id).model_dump(), "created_at": ts}
+        for item_id, item in good.items()
+    ]
     with ws.transaction() as conn:
-        exists = {(r.item_id, r.revision) for r in conn.execute(
-            select(t.proposals.c.item_id, t.proposals.c.revision).where(t.proposals.c.lang == lang,
-                                                                          t.proposals.c.item_id.in_(list(good))))}
-        rows = [
-            {**Proposal(item_id=item_id, kind=targets[item_id][0], lang=lang, revision=targets[item_id][1],
-                        text=item.translation, alternatives=[a for a in item.alternatives if a.strip()][:5],
-                        note=item.note.strip(), ambiguous=item.ambiguous, llm_call_id=call_id).model_dump(), "created_at": ts}
-            for item_id, item in good.items() if (item_id, targets[item_id][1]) not in exists
-        ]
-        if rows:
-            conn.execute(t.proposals.insert(), rows)
+        stored = ws.upsert_ignore(conn, t.proposals, rows)
         clear_flags(conn, stage, lang, good)
-    return len(rows)
+    return stored
 
 
 async def repropose(ws: Workspace, client: LLMClient, lang: Language, rejected: dict[str, dict]) -> int:
@@ -175,7 +172,7 @@ async def repropose(ws: Workspace, client: LLMClient, lang: Language, rejected: 
     for chunk in _chunks(payload, 10):
         req = Request((("system", prompt.system.format(**fields)),
                        ("user", follow.user.format(items_json=json.dumps(chunk, ensure_ascii=False, indent=1), **fields))),
-                      "translations", "repropose", lang.code, prompt.hash + follow.hash[:8])
+                      "translations", "repropose", lang.code, prompt_hash(prompt.hash, follow.hash))
         outcome = await client.ask_items(req, TranslationBatch, [it["id"] for it in chunk], store)
         with ws.transaction() as conn:
             record_flags(conn, "repropose", lang.code, outcome.reasons)

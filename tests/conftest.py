@@ -1,4 +1,5 @@
-"""Shared fixtures: a workspace with the bundled sample, and the OpenAI-compatible stand-in server."""
+"""Shared fixtures: a workspace with the bundled sample, the OpenAI-compatible stand-in server, and a
+PostgreSQL server for the tests marked `both_databases`, which run once on SQLite and once on it."""
 
 from __future__ import annotations
 
@@ -15,15 +16,64 @@ from builder.llm.standin import Faults, Lexicon, StandinServer
 from builder.paths import sample_dir
 from builder.seeds import import_seeds
 from builder.workspace.store import init_workspace
+from postgres import PostgresServer, PostgresUnavailable
 
-for var in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "BUILDER_WORKSPACE", "BUILDER_DATABASE_URL", "BUILDER_LLM_MODEL",
-            "LABEL_STUDIO_URL", "LABEL_STUDIO_API_KEY"):
+for var in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "BUILDER_WORKSPACE", "BUILDER_LLM_MODEL", "LABEL_STUDIO_URL",
+            "LABEL_STUDIO_API_KEY", "PGPASSWORD", "PGPASSFILE"):
     os.environ.pop(var, None)
+
+DATABASES = ("sqlite", pytest.param("postgresql", marks=pytest.mark.postgresql))
+
+
+def pytest_generate_tests(metafunc):
+    """A test marked `both_databases` whose workspace comes from the `database` fixture runs on each."""
+    if metafunc.definition.get_closest_marker("both_databases") and "database" in metafunc.fixturenames:
+        metafunc.parametrize("database", DATABASES, indirect=True)
+
+
+@pytest.fixture(scope="session")
+def postgres():
+    """A PostgreSQL server for the session, its password in `PGPASSWORD` as a user would give it.
+
+    Skipped where PostgreSQL or psycopg is missing, unless BUILDER_TEST_POSTGRESQL=required (CI sets it).
+    """
+    try:
+        server = PostgresServer.start()
+    except PostgresUnavailable as exc:
+        if os.environ.get("BUILDER_TEST_POSTGRESQL") == "required":
+            raise
+        pytest.skip(f"PostgreSQL tests: {exc}")
+    os.environ["PGPASSWORD"] = server.password
+    yield server
+    os.environ.pop("PGPASSWORD", None)
+    server.stop()
 
 
 @pytest.fixture
-def ws(tmp_path: Path):
-    w = init_workspace(tmp_path / "ws")
+def new_database(postgres):
+    """Make PostgreSQL databases for one test (`new_database()`, or a copy of a template's); dropped after it."""
+    made: list[str] = []
+
+    def make(template: str | None = None) -> str:
+        made.append(postgres.database(template))
+        return made[-1]
+
+    yield make
+    for url in made:
+        postgres.drop(url)
+
+
+@pytest.fixture
+def database(request) -> str:
+    """The database the test's workspace is on: each in turn for a test marked `both_databases`, else
+    SQLite (or `BUILDER_TEST_DATABASE=postgresql`, to run every such test on PostgreSQL)."""
+    return getattr(request, "param", os.environ.get("BUILDER_TEST_DATABASE", "sqlite"))
+
+
+@pytest.fixture
+def ws(tmp_path: Path, database, request):
+    url = request.getfixturevalue("new_database")() if database == "postgresql" else None
+    w = init_workspace(tmp_path / "ws", database_url=url)
     yield w
     w.close()
 

@@ -2,7 +2,7 @@
 
 The session template runs `builder demo` (translation and generation replayed from the bundled
 recording, proposals accepted by `builder.reviews.accept`), so every row a release holds comes from
-the same stages a maintainer runs.
+the same stages a maintainer runs. On PostgreSQL the template is a database that each test copies.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 import datasets
 import pytest
 
-from builder.workspace.store import open_workspace
+from builder.workspace.store import init_workspace, open_workspace
 from sample_workspace import build_sample_workspace
 
 
@@ -24,11 +24,25 @@ def demo_template(tmp_path_factory) -> Path:
     return directory
 
 
+@pytest.fixture(scope="session")
+def demo_template_postgresql(tmp_path_factory, postgres) -> str:
+    """The demo workspace's database on the session's PostgreSQL server (its name)."""
+    directory = tmp_path_factory.mktemp("demo-pg") / "ws"
+    url = postgres.database()
+    init_workspace(directory, database_url=url).close()
+    build_sample_workspace(directory)
+    return url.rsplit("/", 1)[1]
+
+
 @pytest.fixture
-def demo_ws(demo_template, tmp_path):
+def demo_ws(database, request, tmp_path):
     directory = tmp_path / "ws"
-    shutil.copytree(demo_template, directory)
-    ws = open_workspace(directory)
+    if database == "postgresql":
+        copy = request.getfixturevalue("new_database")(request.getfixturevalue("demo_template_postgresql"))
+        ws = init_workspace(directory, database_url=copy)
+    else:
+        shutil.copytree(request.getfixturevalue("demo_template"), directory)
+        ws = open_workspace(directory)
     yield ws
     ws.close()
 

@@ -122,7 +122,7 @@ def test_the_shell_holds_no_sql():
 
 
 def table_writers() -> dict[str, set[str]]:
-    """table -> the modules that insert into, update or delete from it (`t.<table>.insert()`, `upsert_ignore(…, t.<table>, …)`)."""
+    """table -> the modules that insert into, update or delete from it (`t.<table>.insert()`, `upsert_…(…, t.<table>, …)`)."""
     writes: dict[str, set[str]] = {}
     for name, path in modules().items():
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
@@ -131,7 +131,7 @@ def table_writers() -> dict[str, set[str]]:
                     and isinstance(node.value, ast.Attribute) and isinstance(node.value.value, ast.Name)
                     and node.value.value.id == "t"):
                 table = node.value.attr
-            elif isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", "")) == "upsert_ignore":
+            elif isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", "")) in ("upsert_ignore", "upsert_replace"):
                 arg = node.args[1] if len(node.args) > 1 else None
                 if isinstance(arg, ast.Attribute) and isinstance(arg.value, ast.Name) and arg.value.id == "t":
                     table = arg.attr

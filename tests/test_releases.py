@@ -96,6 +96,7 @@ def expected_rows(ws, lang: str) -> dict[str, dict]:
     return out
 
 
+@pytest.mark.both_databases
 def test_round_trip_load_dataset_offline_equals_the_workspace_for_every_config(demo_ws, tmp_path):
     target = tmp_path / "releases"
     res = cli("publish", "--version", "1.0.0", "--to", target, "-w", demo_ws.directory, "-m", "first cut")
@@ -197,6 +198,7 @@ def make_changes(ws, server):
     return edited, new_acc, flagged, added
 
 
+@pytest.mark.both_databases
 def test_two_versions_load_their_own_rows_and_diff_reports_exactly_the_changes(demo_ws, server, tmp_path):
     target = tmp_path / "releases"
     publish(demo_ws, PublishRequest(target=target, version="1.0.0"))
@@ -269,6 +271,7 @@ def correct_word_after_generation(ws, lang: str, item_id: str) -> None:
                      .values(text="korrigiert", verified_at=now()))
 
 
+@pytest.mark.both_databases
 def test_failing_checks_report_every_problem_and_write_nothing(demo_ws, tmp_path):
     target = tmp_path / "releases"
     ar = demo_ws.rows(select(t.sentence_pairs.c.pair_id, t.pairs.c.property_id)
@@ -409,6 +412,7 @@ def add_m2c_tests(ws) -> list[dict]:
     return rows
 
 
+@pytest.mark.both_databases
 def test_m2c_tests_are_released_per_language_when_verified_or_waived(demo_ws, tmp_path):
     target = tmp_path / "releases"
     tests = add_m2c_tests(demo_ws)
@@ -428,6 +432,7 @@ def test_m2c_tests_are_released_per_language_when_verified_or_waived(demo_ws, tm
     assert not any("m2c" in p.name for p in tasks)
 
 
+@pytest.mark.both_databases
 def test_review_provenance_counts_curators_and_corrections(demo_ws, tmp_path):
     """Two curators in Label Studio on every word of one Arabic pair; one word corrected from the LLM's draft."""
     pair = demo_ws.rows(select(t.pairs).join(t.sentence_pairs, t.sentence_pairs.c.pair_id == t.pairs.c.id)

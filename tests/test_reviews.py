@@ -30,6 +30,8 @@ from conftest import settings_for
 from test_generate import stage
 from test_m2c_workspace import _templates
 
+pytestmark = pytest.mark.both_databases
+
 SERVER = "local:0123456789abcdef0123456789abcdef"
 T0 = datetime(2026, 1, 5, 9, 0, tzinfo=timezone.utc)
 PROPS = "can fly"

@@ -11,6 +11,8 @@ from builder.paths import sample_dir
 from builder.seeds import SeedImportError, import_seeds
 from builder.workspace import schema as t
 
+pytestmark = pytest.mark.both_databases
+
 SEEDS = sample_dir() / "seeds"
 
 

@@ -1,14 +1,18 @@
-"""Stage 2 end to end against the stand-in server: faults, crash and resume, offline replay, batches."""
+"""Stage 2 end to end against the stand-in server: faults, crash and resume, offline replay, batches,
+and two workers sharing one workspace; on SQLite and on PostgreSQL."""
 
 import asyncio
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
 import time
 from collections import Counter
+from datetime import timedelta, timezone
 
+import pytest
 from sqlalchemy import func, select
 
 from builder.languages import registry
@@ -19,8 +23,11 @@ from builder.llm.standin import Faults
 from builder.selection import Scope
 from builder.translate import translate
 from builder.workspace import schema as t
+from builder.workspace.store import now
 
 from conftest import settings_for
+
+pytestmark = pytest.mark.both_databases
 
 N_ITEMS = 108 + 85  # concepts + properties of the bundled sample
 
@@ -98,6 +105,75 @@ def test_killed_run_resumes_without_repeating_answered_items(sample_ws, server, 
     per_item = Counter((r["item_id"], r["lang"]) for r in proposals(sample_ws))
     assert len(per_item) == 3 * N_ITEMS and set(per_item.values()) == {1}
     assert server.stats.repeats == 0
+
+
+def _worker(ws, server, langs, *extra):
+    """A `builder translate` process on the workspace's folder (its database URL, the password from the environment)."""
+    env = {**os.environ, "OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": "k", "BUILDER_LLM_MODEL": "standin-translator"}
+    cmd = [sys.executable, "-m", "builder.cli", "translate", "--lang", langs, "-w", str(ws.directory), *extra]
+    return subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def _await(what: str, done, timeout_s: float = 120) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not done():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"never happened: {what}")
+        time.sleep(0.05)
+
+
+def test_two_workers_on_one_workspace_split_the_work_and_send_no_request_twice(sample_ws, server):
+    server.hold_after = 0  # hold every request until both workers are sending
+    workers = [_worker(sample_ws, server, "hu,tr,ru", "--concurrency", "3") for _ in range(2)]
+    try:
+        _await("both workers holding claims at once",
+               lambda: len({r["worker"] for r in sample_ws.rows(select(t.llm_claims.c.worker))}) == 2)
+        server.hold_after = None
+        server.release.set()  # the held requests fail as dropped connections, and are retried by their worker
+        outputs = [w.communicate(timeout=300)[0] for w in workers]
+    finally:
+        for w in workers:
+            if w.poll() is None:
+                w.kill()
+    assert [w.returncode for w in workers] == [0, 0], outputs
+    # No lost item and none stored twice; the server was asked for each item once, by one request.
+    per_item = Counter((r["item_id"], r["lang"]) for r in proposals(sample_ws))
+    assert len(per_item) == 3 * N_ITEMS and set(per_item.values()) == {1}
+    assert len(server.stats.requested) == 3 * N_ITEMS and set(server.stats.requested.values()) == {1}
+    assert server.stats.repeats == 0
+    # Each worker sent its share (attempts less retries): together, each of the 60 requests once.
+    counts = [re.search(r"requests sent (\d+), retries (\d+)", out) for out in outputs]
+    sent = [int(m[1]) - int(m[2]) for m in counts]
+    assert min(sent) > 0 and sum(sent) == 3 * -(-N_ITEMS // 10), outputs
+    assert sample_ws.count(t.llm_claims) == 0
+
+
+def test_a_dead_workers_claims_are_taken_over_and_their_requests_sent_once(sample_ws, server):
+    """A worker killed while sending: its claim ends at once if it ran on this machine, else when its lease runs out."""
+    scope = Scope.parse(sample_ws, "can fly")
+    server.hold_after = 0
+    dead = _worker(sample_ws, server, "fr", "--properties", "can fly", "--concurrency", "2")
+    try:
+        _await("the worker claiming two requests", lambda: sample_ws.count(t.llm_claims) == 2)
+    finally:
+        dead.kill()
+        dead.wait(timeout=30)
+    local, remote = sample_ws.rows(select(t.llm_claims).order_by(t.llm_claims.c.request_key))
+    runs_out = now() + timedelta(seconds=2)  # as if the other claim were a worker's on another machine, lease nearly out
+    with sample_ws.transaction() as conn:
+        conn.execute(t.llm_claims.update().where(t.llm_claims.c.request_key == remote["request_key"])
+                     .values(host="another-machine", expires_at=runs_out))
+    server.hold_after = None
+    server.release.set()
+    summary, client = run(sample_ws, server, ["fr"], scope=scope)
+    assert summary.proposed["fr"] == len(scope.items(sample_ws)) and sample_ws.count(t.proposals) == summary.proposed["fr"]
+    assert set(server.stats.requested.values()) == {1}  # the dead worker's requests never reached the server twice
+    sent = {c["request_key"]: c["created_at"] if c["created_at"].tzinfo else c["created_at"].replace(tzinfo=timezone.utc)
+            for c in sample_ws.rows(select(t.llm_calls.c.request_key, t.llm_calls.c.created_at))}
+    local_expiry = local["expires_at"] if local["expires_at"].tzinfo else local["expires_at"].replace(tzinfo=timezone.utc)
+    assert sent[local["request_key"]] < local_expiry  # taken over without waiting out the lease
+    assert sent[remote["request_key"]] >= runs_out  # waited until the lease ran out
+    assert sample_ws.count(t.llm_claims) == 0
 
 
 def test_offline_rerun_reproduces_the_same_proposals_without_requests(sample_ws, server):

@@ -38,13 +38,22 @@ from builder.generate import generate as generate_stage
 from builder.reviews import accept as accept_proposals
 from builder.status import flagged_items, status as compute_status
 from builder.translate import translate as translate_stage
-from builder.workspace.store import default_dir, init_workspace
+from builder.workspace.store import WorkspaceError, default_dir, init_workspace
 
 
-def init(directory: Optional[Path] = typer.Argument(None, envvar="BUILDER_WORKSPACE", help="Workspace folder")) -> None:
+def init(
+    directory: Optional[Path] = typer.Argument(None, envvar="BUILDER_WORKSPACE", help="Workspace folder"),
+    database_url: Optional[str] = typer.Option(
+        None, "--database-url", help="Keep the workspace's database on this PostgreSQL server "
+        "(postgresql://USER@HOST:PORT/DATABASE; the password from PGPASSWORD or ~/.pgpass). The folder records it; "
+        "another folder given the same URL shares the workspace [default: the folder's own SQLite file]"),
+) -> None:
     """Create a workspace (idempotent)."""
-    ws = init_workspace(directory or default_dir())
-    out.print(f"workspace ready at {ws.directory}")
+    try:
+        ws = init_workspace(directory or default_dir(), database_url=database_url)
+    except WorkspaceError as exc:
+        fail(exc)
+    out.print(f"workspace ready at {ws.directory} (database {ws.engine.url.render_as_string()})")
 
 
 def status(

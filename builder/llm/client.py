@@ -21,7 +21,7 @@ import httpx2
 import openai
 from pydantic import BaseModel, ValidationError
 
-from builder.llm.cache import LLMCache
+from builder.llm.cache import LLMCache, Worker
 from builder.llm.config import LLMSettings
 from builder.llm.items import (
     BatchCheck,
@@ -44,6 +44,8 @@ T = TypeVar("T", bound=BaseModel)
 V = TypeVar("V")
 
 RETRYABLE = (openai.RateLimitError, openai.InternalServerError, openai.APIConnectionError)
+CLAIM_MARGIN_S = 30.0  # a claim lasts one time-out and this (clock skew between workers' machines, database latency)
+CLAIM_POLL_MAX_S = 1.0  # how often, at most, a worker waiting on another's claim looks for its reply
 
 
 class LLMError(RuntimeError):
@@ -132,6 +134,7 @@ class LLMClient:
             http_client=http_client,
         )
         self.source = "recording" if settings.mode == "recording" else "api"
+        self.worker = Worker.current()  # whose claims are whose
 
     async def aclose(self) -> None:
         await self._sdk.close()
@@ -274,39 +277,61 @@ class LLMClient:
         return {"model": self.settings.model, "messages": messages, "response_format": fmt, "temperature": self.settings.temperature}
 
     async def _send(self, key: str, req: Request, make_body: Callable[[], dict[str, Any]]) -> tuple[str, str]:
-        attempt = 0
-        while True:
-            body = make_body()
-            try:
-                async with self._sem:
-                    started = time.perf_counter()
-                    self.stats.sent += 1
-                    # The SDK's own request path (auth, errors, time-outs) with our body as is: its typed
-                    # parameter transform costs milliseconds of CPU per call and changes nothing here.
-                    response = await self._sdk.post("/chat/completions", body=body, cast_to=object)
-                    latency = (time.perf_counter() - started) * 1000
-                if not isinstance(response, dict):
-                    response = {"choices": [{"message": {"content": str(response)}}]}
-                call_id = self._store(key, req, response, latency, self.source)
-                return _content(response), call_id
-            except openai.BadRequestError as exc:
-                if not self._json_mode and _schema_unsupported(exc):
-                    self._json_mode = True  # server lacks json_schema: fall back to JSON mode
-                    continue
-                self.stats.failures += 1
-                raise LLMError(f"{req.stage} request rejected by the endpoint: {_brief(exc)}") from exc
-            except RETRYABLE as exc:
-                name = type(exc).__name__
-                self.stats.by_error[name] = self.stats.by_error.get(name, 0) + 1
-                if attempt >= self.settings.max_retries:
+        """Send a request, retrying, and store its reply; or take the reply of the worker that holds its claim.
+
+        The claim is taken, or renewed, in the same concurrency slot as each attempt and lasts one
+        time-out and a margin, so it cannot run out while the attempt is in flight; while another
+        worker holds it, this one waits for that worker's reply, or for its claim to run out.
+        """
+        attempt = waits = 0
+        held = False
+        try:
+            while True:
+                body = make_body()
+                try:
+                    async with self._sem:
+                        held = self.cache.claim(key, self.worker, self.settings.timeout_s + CLAIM_MARGIN_S)
+                        hit = self._cached(key)  # a reply stored since we looked, by a worker whose claim has ended
+                        if held and hit is None:
+                            started = time.perf_counter()
+                            self.stats.sent += 1
+                            # The SDK's own request path (auth, errors, time-outs) with our body as is: its typed
+                            # parameter transform costs milliseconds of CPU per call and changes nothing here.
+                            response = await self._sdk.post("/chat/completions", body=body, cast_to=object)
+                            latency = (time.perf_counter() - started) * 1000
+                    if hit is not None:
+                        self.stats.cache_hits += 1
+                        return hit
+                    if not held:
+                        await asyncio.sleep(min(CLAIM_POLL_MAX_S, 0.05 * 2**waits))
+                        waits += 1
+                        continue
+                    if not isinstance(response, dict):
+                        response = {"choices": [{"message": {"content": str(response)}}]}
+                    call_id = self._store(key, req, response, latency, self.source)  # ends the claim
+                    held = False
+                    return _content(response), call_id
+                except openai.BadRequestError as exc:
+                    if not self._json_mode and _schema_unsupported(exc):
+                        self._json_mode = True  # server lacks json_schema: fall back to JSON mode
+                        continue
                     self.stats.failures += 1
-                    raise LLMError(f"{req.stage} request failed after {attempt + 1} attempts: {_brief(exc)}") from exc
-                self.stats.retries += 1
-                await asyncio.sleep(self._backoff(attempt, exc))
-                attempt += 1
-            except openai.APIStatusError as exc:
-                self.stats.failures += 1
-                raise LLMError(f"{req.stage} request failed: {_brief(exc)}") from exc
+                    raise LLMError(f"{req.stage} request rejected by the endpoint: {_brief(exc)}") from exc
+                except RETRYABLE as exc:
+                    name = type(exc).__name__
+                    self.stats.by_error[name] = self.stats.by_error.get(name, 0) + 1
+                    if attempt >= self.settings.max_retries:
+                        self.stats.failures += 1
+                        raise LLMError(f"{req.stage} request failed after {attempt + 1} attempts: {_brief(exc)}") from exc
+                    self.stats.retries += 1
+                    await asyncio.sleep(self._backoff(attempt, exc))
+                    attempt += 1
+                except openai.APIStatusError as exc:
+                    self.stats.failures += 1
+                    raise LLMError(f"{req.stage} request failed: {_brief(exc)}") from exc
+        finally:
+            if held:  # failed, cancelled, or answered from the cache: another worker may try it
+                self.cache.release(key, self.worker)
 
     def _backoff(self, attempt: int, exc: Exception) -> float:
         """Exponential back-off with full jitter; a server's Retry-After wins when it gives one."""

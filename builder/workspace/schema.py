@@ -17,8 +17,9 @@ from sqlalchemy import (
     UniqueConstraint,
 )
 
-SCHEMA_VERSION = 4  # 2: review projects and annotations (Label Studio); 3: sentence_reviews, m2c_tests, lexicon_forms,
-# release_waivers; 4: review rows keyed by the Label Studio server's identity (column `server`), no longer by its URL
+SCHEMA_VERSION = 5  # 2: review projects and annotations (Label Studio); 3: sentence_reviews, m2c_tests, lexicon_forms,
+# release_waivers; 4: review rows keyed by the Label Studio server's identity (column `server`), no longer by its URL;
+# 5: llm_claims
 
 # A review server's identity that is only its URL: rows recorded before identities (schema version 3
 # and older), and an external Label Studio that does not show its organization.
@@ -107,6 +108,16 @@ llm_cache = Table(
     Column("response", JSON, nullable=False),
     Column("llm_call_id", String(40), ForeignKey("llm_calls.id"), nullable=False),
     Column("created_at", DateTime(timezone=True), nullable=False),
+)
+
+llm_claims = Table(  # a request being sent by one worker; the others wait for its reply in llm_cache
+    "llm_claims",
+    metadata,
+    Column("request_key", String(64), primary_key=True),
+    Column("worker", String(32), nullable=False),  # the holding client's random token
+    Column("host", Text, nullable=False),  # and its process, so that a dead one's claims on this host end at once
+    Column("pid", Integer, nullable=False),
+    Column("expires_at", DateTime(timezone=True), nullable=False),  # renewed before each attempt
 )
 
 proposals = Table(

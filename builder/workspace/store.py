@@ -2,10 +2,17 @@
 
 Every write goes through `Workspace.transaction()`, so a stage either records a whole unit of work
 (an LLM reply together with the proposals it yields) or nothing at all.
+
+A workspace is a folder. Its database is the folder's own SQLite file, or a PostgreSQL database
+that `init_workspace(DIR, database_url=…)` recorded in the folder (`workspace.json`), so that it
+belongs to that workspace alone: nothing else on the machine reads it from the environment. The
+recorded URL never holds a password: libpq takes it from `PGPASSWORD` or `~/.pgpass`. Several
+folders (one per machine or worker) may record the same URL: they are one shared workspace.
 """
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -13,12 +20,17 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, Engine, create_engine, event, func, inspect, literal, select, text
+from sqlalchemy import Connection, Engine, Table, create_engine, event, func, inspect, literal, select, text
+from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError, OperationalError
 
 from builder.workspace import schema as t
 
 DB_FILE = "workspace.sqlite"
+SERVER_FILE = "workspace.json"  # {"database_url": …}: the folder's database is on a PostgreSQL server
+DRIVER = "postgresql+psycopg"
 
 
 class WorkspaceError(RuntimeError):
@@ -33,13 +45,54 @@ def default_dir() -> Path:
     return Path(os.environ.get("BUILDER_WORKSPACE", "workspace"))
 
 
-def _url(directory: Path) -> str:
-    return os.environ.get("BUILDER_DATABASE_URL") or f"sqlite:///{(directory / DB_FILE).resolve()}"
+def server_url(url: str) -> str:
+    """A PostgreSQL URL as a workspace records it (with our driver), refused if it carries a password."""
+    try:
+        parsed = make_url(url)
+    except ArgumentError as exc:
+        raise WorkspaceError(f"not a database URL: {url!r} (expected postgresql://USER@HOST:PORT/DATABASE)") from exc
+    shown = parsed.difference_update_query(["password"]).render_as_string(hide_password=True)
+    if parsed.get_backend_name() not in ("postgresql", "postgres"):
+        raise WorkspaceError(f"{shown}: a workspace database server must be PostgreSQL "
+                             "(postgresql://USER@HOST:PORT/DATABASE); without --database-url it is the folder's SQLite file")
+    if parsed.password is not None or "password" in parsed.query:
+        raise WorkspaceError(f"{shown}: leave the password out of the URL, which the workspace folder records; "
+                             "set PGPASSWORD (or a ~/.pgpass entry) where builder runs")
+    return parsed.set(drivername=DRIVER).render_as_string(hide_password=False)
+
+
+def workspace_url(directory: Path) -> str:
+    """The URL of a workspace folder's database: the server it records, else its SQLite file."""
+    recorded = directory / SERVER_FILE
+    if recorded.is_file():
+        try:
+            return server_url(json.loads(recorded.read_text(encoding="utf-8"))["database_url"])
+        except (ValueError, KeyError, TypeError) as exc:
+            raise WorkspaceError(f"{recorded}: expected {{\"database_url\": \"postgresql://…\"}} ({exc})") from exc
+    return f"sqlite:///{(directory / DB_FILE).resolve()}"
+
+
+def _record_server(directory: Path, url: str) -> None:
+    recorded = directory / SERVER_FILE
+    if recorded.is_file():
+        if workspace_url(directory) != url:
+            raise WorkspaceError(f"{directory} already uses the database {workspace_url(directory)}; "
+                                 f"a workspace keeps its database (make another folder for another one)")
+        return
+    if (directory / DB_FILE).exists():
+        raise WorkspaceError(f"{directory} holds a SQLite workspace ({DB_FILE}); a database server needs a folder of its own")
+    partial = recorded.with_suffix(".json.partial")
+    partial.write_text(json.dumps({"database_url": url}, indent=1) + "\n", encoding="utf-8")
+    partial.replace(recorded)
 
 
 def engine_for(url: str) -> Engine:
     """An engine for a database URL; SQLite gets WAL, foreign keys and a busy time-out."""
-    engine = create_engine(url, future=True)
+    try:
+        engine = create_engine(url, future=True)
+    except ModuleNotFoundError as exc:
+        raise WorkspaceError(f"{make_url(url).render_as_string()} needs the {exc.name} driver: "
+                             "pip install 'xbench-builder[postgresql]'") from exc
     if engine.dialect.name == "sqlite":
 
         @event.listens_for(engine, "connect")
@@ -54,11 +107,24 @@ def engine_for(url: str) -> Engine:
     return engine
 
 
-def init_workspace(directory: Path | str | None = None) -> "Workspace":
-    """Create (or re-open, migrating an older schema) a workspace; idempotent."""
+def _connected(engine: Engine, directory: Path) -> Engine:
+    """The engine, once a connection works; an unreachable server is one clear error naming it."""
+    try:
+        with engine.connect():
+            return engine
+    except OperationalError as exc:
+        engine.dispose()
+        raise WorkspaceError(f"cannot reach the database of workspace {directory} "
+                             f"({engine.url.render_as_string()}): {str(exc.orig).strip()}") from exc
+
+
+def init_workspace(directory: Path | str | None = None, *, database_url: str | None = None) -> "Workspace":
+    """Create (or re-open, migrating an older schema) a workspace; idempotent. `database_url`: its database on a PostgreSQL server."""
     directory = Path(directory) if directory else default_dir()
     directory.mkdir(parents=True, exist_ok=True)
-    engine = engine_for(_url(directory))
+    if database_url:
+        _record_server(directory, server_url(database_url))
+    engine = _connected(engine_for(workspace_url(directory)), directory)
     t.metadata.create_all(engine)
     with engine.begin() as conn:
         version = conn.execute(select(t.meta.c.value).where(t.meta.c.key == "schema_version")).scalar()
@@ -72,9 +138,9 @@ def init_workspace(directory: Path | str | None = None) -> "Workspace":
 
 def open_workspace(directory: Path | str | None = None) -> "Workspace":
     directory = Path(directory) if directory else default_dir()
-    if not os.environ.get("BUILDER_DATABASE_URL") and not (directory / DB_FILE).is_file():
+    if not (directory / SERVER_FILE).is_file() and not (directory / DB_FILE).is_file():
         raise WorkspaceError(f"no workspace at {directory} (run `builder init {directory}` first)")
-    engine = engine_for(_url(directory))
+    engine = _connected(engine_for(workspace_url(directory)), directory)
     with engine.connect() as conn:
         try:
             version = conn.execute(select(t.meta.c.value).where(t.meta.c.key == "schema_version")).scalar()
@@ -117,6 +183,32 @@ def _migrate(engine: Engine) -> None:
         conn.execute(t.meta.update().where(t.meta.c.key == "schema_version").values(value=str(t.SCHEMA_VERSION)))
 
 
+def _insert(conn: Connection, table: Table):
+    return (sqlite_insert if conn.dialect.name == "sqlite" else pg_insert)(table)
+
+
+def upsert_ignore(conn: Connection, table: Table, rows: list[dict[str, Any]]) -> int:
+    """Insert the rows whose keys are new (any unique key); existing rows are left untouched. Returns how many went in.
+
+    Safe against a concurrent writer of the same rows (PostgreSQL waits for it, then skips them).
+    """
+    if not rows:
+        return 0
+    # Counted from RETURNING: a driver's rowcount for many rows is not reliable (psycopg gives -1 for each batch).
+    stmt = _insert(conn, table).on_conflict_do_nothing().returning(*table.primary_key.columns)
+    return len(conn.execute(stmt, rows).all())
+
+
+def upsert_replace(conn: Connection, table: Table, rows: list[dict[str, Any]]) -> None:
+    """Insert the rows, replacing the columns of a row whose primary key exists (a newer version of it)."""
+    if not rows:
+        return
+    stmt = _insert(conn, table)
+    keys = [c.name for c in table.primary_key.columns]
+    columns = {name: stmt.excluded[name] for name in rows[0] if name not in keys}
+    conn.execute(stmt.on_conflict_do_update(index_elements=keys, set_=columns), rows)
+
+
 class Workspace:
     def __init__(self, directory: Path, engine: Engine) -> None:
         self.directory = directory
@@ -132,17 +224,9 @@ class Workspace:
 
     # -- generic helpers -------------------------------------------------------------------------
 
-    def upsert_ignore(self, conn: Connection, table, rows: list[dict[str, Any]]) -> int:
-        """Insert rows whose primary key is new; existing rows are left untouched (idempotent import)."""
-        if not rows:
-            return 0
-        if conn.dialect.name == "sqlite":
-            stmt = sqlite_insert(table).on_conflict_do_nothing()
-        else:
-            from sqlalchemy.dialects.postgresql import insert as pg_insert
-
-            stmt = pg_insert(table).on_conflict_do_nothing()
-        return conn.execute(stmt, rows).rowcount or 0
+    def upsert_ignore(self, conn: Connection, table: Table, rows: list[dict[str, Any]]) -> int:
+        """Insert rows whose keys are new; existing rows are left untouched (idempotent import)."""
+        return upsert_ignore(conn, table, rows)
 
     def count(self, table) -> int:
         with self.engine.connect() as conn:

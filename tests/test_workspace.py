@@ -1,0 +1,89 @@
+"""The workspace store on SQLite and on a real PostgreSQL server: a database URL belongs to the folder
+that recorded it, never carries a password, and nothing else on the machine picks it up."""
+
+import json
+
+import pytest
+from sqlalchemy import select
+from typer.testing import CliRunner
+
+from builder.cli import app
+from builder.llm.cache import LLMCache, Worker
+from builder.seeds import import_seeds
+from builder.paths import sample_dir
+from builder.workspace import schema as t
+from builder.workspace.store import SERVER_FILE, WorkspaceError, init_workspace, open_workspace
+
+@pytest.mark.postgresql
+def test_a_database_url_belongs_to_the_folder_that_recorded_it(new_database, tmp_path):
+    url = new_database()
+    team = init_workspace(tmp_path / "team", database_url=url)
+    import_seeds(team, sample_dir() / "seeds")
+    team.close()
+    assert json.loads((tmp_path / "team" / SERVER_FILE).read_text()) == {"database_url": url.replace("postgresql://", "postgresql+psycopg://")}
+    assert not (tmp_path / "team" / "workspace.sqlite").exists()
+
+    reopened = open_workspace(tmp_path / "team")
+    assert reopened.engine.dialect.name == "postgresql" and reopened.count(t.concepts) > 100
+    # A folder without the URL on the same machine is a workspace of its own, and so is an evaluation's cache.
+    own = init_workspace(tmp_path / "own")
+    assert own.engine.dialect.name == "sqlite" and own.count(t.concepts) == 0
+    cache = LLMCache.open(tmp_path / "eval" / "llm-cache.sqlite")
+    assert cache.engine.dialect.name == "sqlite" and (tmp_path / "eval" / "llm-cache.sqlite").is_file()
+    # Another folder given the same URL (a second machine of the team) is the same workspace.
+    colleague = init_workspace(tmp_path / "colleague", database_url=url)
+    assert colleague.count(t.concepts) == reopened.count(t.concepts)
+    for handle in (reopened, own, colleague):
+        handle.close()
+    cache.close()
+
+
+def test_a_password_in_the_url_is_refused_and_never_written(tmp_path):
+    secret = "s3cret-Pa55"
+    for url in (f"postgresql://builder:{secret}@127.0.0.1:5432/xbench", f"postgresql://builder@127.0.0.1/xbench?password={secret}"):
+        with pytest.raises(WorkspaceError, match="PGPASSWORD") as err:
+            init_workspace(tmp_path / "ws", database_url=url)
+        assert secret not in str(err.value)
+        res = CliRunner().invoke(app, ["init", str(tmp_path / "ws"), "--database-url", url])
+        assert res.exit_code == 1 and "PGPASSWORD" in res.output and secret not in res.output
+    assert not (tmp_path / "ws" / SERVER_FILE).exists()
+    with pytest.raises(WorkspaceError, match="must be PostgreSQL"):
+        init_workspace(tmp_path / "ws", database_url="mysql://builder@127.0.0.1/xbench")
+
+
+@pytest.mark.postgresql
+def test_the_password_comes_from_the_environment(new_database, tmp_path, monkeypatch):
+    url = new_database()
+    runner = CliRunner()
+    done = runner.invoke(app, ["init", str(tmp_path / "ws"), "--database-url", url])
+    assert done.exit_code == 0 and "postgresql+psycopg://builder@127.0.0.1" in done.output, done.output
+    monkeypatch.delenv("PGPASSWORD")
+    monkeypatch.setenv("PGPASSFILE", str(tmp_path / "no-pgpass"))
+    with pytest.raises(WorkspaceError, match="cannot reach the database of workspace") as err:
+        open_workspace(tmp_path / "ws")
+    assert "127.0.0.1" in str(err.value)
+    res = runner.invoke(app, ["status", "-w", str(tmp_path / "ws")])
+    assert res.exit_code == 1 and "cannot reach the database" in res.output
+
+
+@pytest.mark.postgresql
+def test_a_folder_keeps_its_database(new_database, tmp_path):
+    init_workspace(tmp_path / "lite").close()
+    with pytest.raises(WorkspaceError, match="holds a SQLite workspace"):
+        init_workspace(tmp_path / "lite", database_url=new_database())
+    init_workspace(tmp_path / "server", database_url=(url := new_database())).close()
+    init_workspace(tmp_path / "server", database_url=url).close()  # idempotent
+    with pytest.raises(WorkspaceError, match="already uses the database"):
+        init_workspace(tmp_path / "server", database_url=new_database())
+
+
+@pytest.mark.both_databases
+def test_an_older_schema_is_migrated_on_open(ws):
+    with ws.transaction() as conn:
+        t.llm_claims.drop(conn)
+        conn.execute(t.meta.update().where(t.meta.c.key == "schema_version").values(value="3"))
+    ws.close()
+    again = open_workspace(ws.directory)
+    assert again.rows(select(t.meta.c.value).where(t.meta.c.key == "schema_version")) == [{"value": str(t.SCHEMA_VERSION)}]
+    assert LLMCache.of_workspace(again).claim("k", Worker.current(), 60)
+    again.close()
