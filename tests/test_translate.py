@@ -15,7 +15,7 @@ from builder.languages import registry
 from builder.records import concept_id
 from builder.llm.cache import LLMCache
 from builder.llm.client import LLMClient
-from builder.llm.standin import Faults
+from builder.llm.standin import BatchScript, Faults
 from builder.selection import Scope
 from builder.translate import translate
 from builder.workspace import schema as t
@@ -119,7 +119,7 @@ def test_dry_run_counts_requests_and_cost_and_sends_nothing(sample_ws, server):
 
 
 def test_batch_api_submits_persists_and_collects(sample_ws, server):
-    server.batch_polls = 2
+    server.batch = BatchScript(running_polls=1)
     scope = Scope.parse(sample_ws, "is used for heating food,can fly")
 
     async def go():
@@ -139,7 +139,7 @@ def test_batch_api_submits_persists_and_collects(sample_ws, server):
     collected, summary, bid2 = asyncio.run(go())  # first poll: still running
     assert collected == {bid: "in_progress"} and bid2 is None
     collected, summary, bid3 = asyncio.run(go())  # done: collected into the cache, proposals written
-    assert collected == {bid: "collected"} and bid3 is None
+    assert collected == {bid: "completed"} and bid3 is None and sample_ws.rows(select(t.batches))[0]["collected_at"]
     n_items = len(scope.items(sample_ws))
     assert sample_ws.count(t.proposals) == n_items
     sources = {r["source"] for r in sample_ws.rows(select(t.llm_calls.c.source))}
@@ -165,7 +165,7 @@ def test_the_cli_reports_every_reask_and_status_shows_why_an_item_was_flagged(sa
 
     from builder.cli import app
 
-    server.faults = Faults(rate=0.3, kinds=("malformed", "schema"), seed=1)
+    server.faults = Faults(rate=0.3, kinds=("malformed", "schema"), seed=3)
     server.lexicon.translations[("fr", "concept", "kettle")] = {"translation": "  ", "alternatives": []}  # never valid
     env = {"OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": "k", "BUILDER_LLM_MODEL": "standin-translator"}
     ws_dir = str(sample_ws.directory)

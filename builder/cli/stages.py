@@ -35,7 +35,7 @@ from builder.cli.common import (
 )
 from builder.generate import generate as generate_stage
 from builder.reviews import accept as accept_proposals
-from builder.status import flagged_items, status as compute_status
+from builder.status import flagged_items, llm_usage, status as compute_status
 from builder.translate import translate as translate_stage
 from builder.workspace.store import default_dir, init_workspace
 
@@ -48,15 +48,19 @@ def init(directory: Optional[Path] = typer.Argument(None, envvar="BUILDER_WORKSP
 
 def status(
     flags: bool = typer.Option(False, "--flags", help="List the items the LLM stages gave up on, with the reasons"),
+    llm: bool = typer.Option(False, "--llm", help="LLM calls by stage, model and mode: tokens, cost, calls at an unknown price; each endpoint's structured-output mode"),
     stage: Optional[str] = typer.Option(None, "--stage", help="With --flags: only this stage (translate, repropose, generate, fill)"),
     lang: Optional[str] = typer.Option(None, "--lang", "-l", help="With --flags: only these language codes, comma-separated"),
     workspace: Optional[Path] = WorkspaceOpt,
     as_json: bool = JsonOpt,
 ) -> None:
-    """Per language and stage: pending, proposed, verified, generated, flagged; `--flags` lists the flagged items."""
+    """Per language and stage: pending, proposed, verified, generated, flagged; `--flags` lists the flagged items;
+    `--llm` the LLM calls and their cost."""
     ws = open_ws(workspace)
     if flags:
         return _flags(ws, stage, codes(lang), as_json)
+    if llm:
+        return _llm(ws, as_json)
     rows = compute_status(ws, list(languages_mod.registry(ws)))
     if as_json:
         print(json.dumps([r.model_dump() for r in rows], ensure_ascii=False, indent=1))
@@ -70,6 +74,27 @@ def status(
         table.add_row(r.lang, *map(str, (tr.pending, tr.proposed, tr.verified, tr.flagged, ge.pending, ge.generated, ge.flagged)),
                       ", ".join(f"{k} {v}" for k, v in r.flags.items()))
     out.print(table)
+    usage = llm_usage(ws)
+    if usage.calls:
+        unknown = f", {usage.unpriced} at an unknown price" if usage.unpriced else ""
+        out.print(f"LLM: {sum(c.calls for c in usage.calls)} calls, cost ${usage.cost_usd:.4f}{unknown} (builder status --llm)")
+
+
+def _llm(ws, as_json: bool) -> None:
+    usage = llm_usage(ws)
+    if as_json:
+        print(json.dumps(usage.model_dump(mode="json"), ensure_ascii=False, indent=1))
+        return
+    table = Table(title=f"LLM calls in {ws.directory}")
+    for col in ("stage", "model", "mode", "calls", "tokens in", "tokens out", "cost (USD)", "unknown price"):
+        table.add_column(col, justify="right" if col in ("calls", "tokens in", "tokens out", "cost (USD)", "unknown price") else "left")
+    for c in usage.calls:
+        table.add_row(c.stage, Text(c.model), c.mode or "-", str(c.calls), str(c.tokens_in), str(c.tokens_out),
+                      f"{c.cost_usd:.4f}", str(c.unpriced) if c.unpriced else "")
+    out.print(table)
+    for e in usage.endpoints:
+        refused = "".join(f"; refused {mode}: {why}" for mode, why in e.refusals.items())
+        out.print(f"{e.endpoint} {e.model}: structured outputs {e.mode}{refused}", markup=False, highlight=False)
 
 
 def _flags(ws, stage: Optional[str], lang_codes: Optional[list[str]], as_json: bool) -> None:

@@ -13,7 +13,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, Engine, create_engine, event, func, select
+from sqlalchemy import Connection, Engine, create_engine, event, func, inspect, select, text
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from builder.workspace import schema as t
@@ -88,10 +88,23 @@ def open_workspace(directory: Path | str | None = None) -> "Workspace":
 
 
 def _migrate(engine: Engine) -> None:
-    """Schema changes so far only add tables, which `create_all` does; then record the new version."""
+    """Schema changes so far only add tables and nullable columns; then record the new version."""
     t.metadata.create_all(engine)
+    add_missing_columns(engine, t.metadata.sorted_tables)
     with engine.begin() as conn:
         conn.execute(t.meta.update().where(t.meta.c.key == "schema_version").values(value=str(t.SCHEMA_VERSION)))
+
+
+def add_missing_columns(engine: Engine, tables) -> None:
+    """Add the (nullable) columns a newer schema gave these existing tables; rows keep NULL in them."""
+    existing = inspect(engine)
+    with engine.begin() as conn:
+        for table in tables:
+            have = {c["name"] for c in existing.get_columns(table.name)}
+            for column in table.columns:
+                if column.name not in have:
+                    kind = column.type.compile(dialect=engine.dialect)
+                    conn.execute(text(f"ALTER TABLE {table.name} ADD COLUMN {column.name} {kind}"))
 
 
 class Workspace:
