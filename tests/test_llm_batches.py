@@ -99,6 +99,21 @@ def test_an_open_batch_of_one_stage_does_not_block_another(sample_ws, server):
     assert sample_ws.count(t.batches) == 2
 
 
+def test_a_batch_the_endpoint_cannot_show_stays_open_and_holds_up_nothing_else(sample_ws, server):
+    """Polling fails (here: the server lost it); the batch is kept, its requests are not sent again (they may
+    still be answered, and paid), and another stage goes on."""
+    _, _, lost = round_(sample_ws, server)
+    server._batches.clear()
+    scope = Scope.parse(sample_ws, PROPS)
+    collected, _, generating = round_(sample_ws, server, lambda c: generate(sample_ws, c, [registry()["de"]], scope=scope),
+                                      stage="generate")
+    assert collected[lost].startswith("not polled (NotFoundError: ") and generating
+    collected, _, again = round_(sample_ws, server)
+    assert collected[lost].startswith("not polled") and collected[generating] == "completed" and again is None
+    assert [b["id"] for b in LLMCache.of_workspace(sample_ws).open_batches()] == [lost]
+    assert sample_ws.count(t.proposals) == 0
+
+
 def test_a_batch_whose_every_line_failed_has_only_an_error_file_and_flags_its_items(sample_ws, server):
     message = "Invalid 'messages[1].content': string too long."
     server.batch = BatchScript(line_error_rate=1.0, line_error=(400, "invalid_request_error", message))
