@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 TOOLS := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/xbench-builder
 
-.PHONY: install lock check-locks label-studio demo test bench clean
+.PHONY: install lock check-locks label-studio llama-cpp demo test bench clean
 
 install: $(VENV)/.installed
 
@@ -31,7 +31,12 @@ demo: install label-studio
 label-studio: install
 	$(PY) -c "from annotation.server import migrated_template; migrated_template()"
 
-test: install label-studio
+# llama.cpp's OpenAI-compatible server and SmolLM2-135M, for the real-server integration test: compiled
+# once per machine (12-20 minutes on a fresh one), so that no test waits for it.
+llama-cpp: install
+	$(PY) -c "from builder.llm.llamacpp import ensure_installed, ensure_model; ensure_installed(); ensure_model()"
+
+test: install label-studio llama-cpp
 	$(PY) -m pytest -q
 
 bench: install

@@ -118,8 +118,10 @@ class LLMCall(Record):
     tokens_in: int
     tokens_out: int
     latency_ms: float
-    cost_usd: float | None
+    cost_usd: float | None  # None: the model is not in the price table
     created_at: datetime
+    mode: str  # the structured-output mode sent (builder.llm.modes), or "text"
+    max_tokens: int | None  # None only for a batch submitted before requests carried one
 
 
 class Proposal(Record):

@@ -26,6 +26,7 @@ class StageRun:
     plan: Plan | None
     batch_id: str | None
     collected: dict[str, str]
+    mode: str | None  # the structured-output mode the run's requests went out in (None: none went out)
 
 
 def run_stage(
@@ -55,7 +56,8 @@ def run_stage(
 
                 result = await work(client, progress)
             batch_id = await client.submit_batch(stage) if settings.batch else None
-            return StageRun(result, client.stats, client.plan if settings.dry_run or settings.batch else None, batch_id, collected)
+            return StageRun(result, client.stats, client.plan if settings.dry_run or settings.batch else None, batch_id, collected,
+                            client.mode)
         finally:
             await client.aclose()
 

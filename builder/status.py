@@ -1,10 +1,12 @@
 """Per language and stage: how many items are pending, proposed, verified, generated and flagged, and the
-concept–property overlap of its generated pairs; and the flagged items (LLM stages, pair audits), with their reasons."""
+concept–property overlap of its generated pairs; the flagged items (LLM stages, pair audits), with their
+reasons; and what the LLM calls cost, in which structured-output mode each endpoint was asked."""
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Collection
+from datetime import datetime
 
 from pydantic import BaseModel
 from sqlalchemy import func, select
@@ -12,6 +14,7 @@ from sqlalchemy import func, select
 from builder.audits import OverlapRow, overlap_report
 from builder.flags import Flag, flag_counts, list_flags
 from builder.languages import SOURCE_LANGUAGE
+from builder.llm.cache import LLMCache
 from builder.workspace import schema as t
 from builder.workspace.store import Workspace
 
@@ -86,3 +89,42 @@ def flagged_items(ws: Workspace, *, stage: str | None = None, langs: Collection[
              for r in ws.rows(select(t.pairs.c.id, t.pairs.c.acceptable_id, t.pairs.c.unacceptable_id, t.pairs.c.property_id))}
     return [FlaggedItem(**f.model_dump(), what=english.get(f.item_id) or pairs.get(f.item_id, ""))
             for f in list_flags(ws, stage=stage, langs=langs)]
+
+
+class CallCounts(BaseModel):
+    """The LLM calls of one stage, model and mode; `unpriced` of them have no known price (not in the table)."""
+
+    stage: str
+    model: str
+    mode: str | None  # None: stored before modes were recorded
+    calls: int
+    tokens_in: int
+    tokens_out: int
+    cost_usd: float  # of the priced calls only
+    unpriced: int
+
+
+class EndpointMode(BaseModel):
+    endpoint: str  # redacted
+    model: str
+    mode: str
+    refusals: dict[str, str]  # stronger mode -> the server's words refusing it
+    probed_at: datetime
+
+
+class LLMUsage(BaseModel):
+    calls: list[CallCounts]
+    endpoints: list[EndpointMode]
+
+    @property
+    def cost_usd(self) -> float:
+        return sum(c.cost_usd for c in self.calls)
+
+    @property
+    def unpriced(self) -> int:
+        return sum(c.unpriced for c in self.calls)
+
+
+def llm_usage(ws: Workspace) -> LLMUsage:
+    cache = LLMCache.of_workspace(ws)
+    return LLMUsage(calls=[CallCounts(**r) for r in cache.usage()], endpoints=[EndpointMode(**r) for r in cache.endpoints()])

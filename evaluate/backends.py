@@ -120,7 +120,8 @@ class EndpointGenerator:
 
 
 def endpoint_info(settings: LLMSettings) -> ModelInfo:
-    """What results say about a model behind an endpoint: its served name; weights are not ours to hash.
+    """What results say about a model behind an endpoint: its served name and (redacted) base URL; weights
+    are not ours to hash.
 
     Replayed replies are labelled as such: the recording, not the configured model name, answered.
     """
@@ -131,4 +132,4 @@ def endpoint_info(settings: LLMSettings) -> ModelInfo:
                          hidden_size=0, device=f"replay of {where}", dtype="n/a", batch_size=settings.concurrency)
     return ModelInfo(name=settings.model, source="endpoint", revision=None, weights_sha256=None,
                      architecture="OpenAI-compatible endpoint", n_params=0, n_layers=0, hidden_size=0,
-                     device=settings.base_url or "default", dtype="n/a", batch_size=settings.concurrency)
+                     device=settings.endpoint, dtype="n/a", batch_size=settings.concurrency)

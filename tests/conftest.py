@@ -110,6 +110,15 @@ def make_client(server):
     return make
 
 
+@pytest.fixture(scope="session")
+def llama_server(tmp_path_factory):
+    """llama.cpp's OpenAI-compatible server serving SmolLM2-135M (installed by `make llama-cpp`), on a free port."""
+    from builder.llm.llamacpp import LlamaServer
+
+    with LlamaServer(log_path=tmp_path_factory.mktemp("llama") / "server.log") as srv:
+        yield srv
+
+
 @pytest.fixture(scope="module")
 def label_studio(tmp_path_factory):
     """A real Label Studio for one test module (a module that restarts it keeps its own, with the folder)."""

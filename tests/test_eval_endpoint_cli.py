@@ -38,7 +38,7 @@ def test_endpoint_run_report_and_gates_on_consistency_and_morphological_errors(m
     assert [p.name for p in out.rglob("*.sqlite*")] == ["llm-cache.sqlite"]
     with sqlite3.connect(out / "llm-cache.sqlite") as db:
         tables = {r[0] for r in db.execute("select name from sqlite_master where type = 'table'")}
-        assert tables == {"llm_calls", "llm_cache", "batches", "llm_claims"}
+        assert tables == {"llm_calls", "llm_cache", "llm_endpoints", "batches", "llm_claims"}
         cached = db.execute("select count(*) from llm_cache").fetchone()[0]
     assert cached > 0
     exported = cli("llm", "export-recording", str(tmp_path / "rec.jsonl"), "--cache", str(out / "llm-cache.sqlite"))

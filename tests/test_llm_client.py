@@ -9,7 +9,7 @@ from sqlalchemy import select
 
 from builder.llm.cache import LLMCache
 from builder.llm.client import CacheMissError, LLMClient, LLMError
-from builder.llm.standin import Faults
+from builder.llm.standin import JSON_SCHEMA_400, Faults
 from builder.translate import TranslationBatch, request_for
 from builder.languages import registry
 from builder.workspace import schema as t
@@ -71,11 +71,19 @@ def test_offline_serves_cache_and_fails_clearly_on_a_miss(ws, make_client, serve
     assert server.stats.calls == calls
 
 
+def asked(server):
+    """The chat requests a server received that asked for something (not the client's mode probes)."""
+    return server.stats.calls - server.stats.probes
+
+
 def test_json_mode_fallback_for_servers_without_json_schema(ws, make_client, server):
-    server.json_schema_supported = False
+    server.refusals = {"json_schema": JSON_SCHEMA_400}
     reply = ask(make_client(ws))
     assert reply.value is not None
-    assert server.stats.calls == 2  # one refused json_schema request, then JSON mode
+    assert dict(server.stats.refused) == {"json_schema": 1} and server.stats.probes == 2  # refused once, by the probe
+    assert asked(server) == 1 and ws.rows(select(t.llm_calls.c.mode)) == [{"mode": "json_object"}]
+    ask(make_client(ws), _req("es"))  # the mode is recorded: a later run probes nothing
+    assert server.stats.probes == 2 and asked(server) == 2
 
 
 def test_schema_violation_is_reasked_with_the_validation_error(ws, make_client, server):
@@ -86,11 +94,11 @@ def test_schema_violation_is_reasked_with_the_validation_error(ws, make_client, 
     assert not outcome.accepted and not stored
     assert set(outcome.flags) == {it["id"] for it in ITEMS}
     assert all(p.reason.startswith("failed validation: translation: Input should be a valid string") for p in outcome.flags.values())
-    assert client.stats.reasks == 2 and server.stats.calls == 3  # bounded (the single ask above was the first)
+    assert client.stats.reasks == 2 and asked(server) == 3  # bounded (the single ask above was the first)
     server.faults = Faults(rate=0.0)
     # A later run replays the cached bad replies, then asks the next re-ask (with the error in it).
     outcome, stored = ask_items(make_client(ws, max_reasks=3))
-    assert set(outcome.accepted) == {it["id"] for it in ITEMS} and not outcome.flags and server.stats.calls == 4
+    assert set(outcome.accepted) == {it["id"] for it in ITEMS} and not outcome.flags and asked(server) == 4
     last_user = max((r["request"]["messages"] for r in ws.rows(select(t.llm_cache.c.request))), key=len)[-1]["content"]
     assert "failed validation: translation" in last_user and all(it["id"] in last_user for it in ITEMS)
     assert [call for _, call in stored] == [outcome.last_call_id]

@@ -180,7 +180,7 @@ def test_a_blank_form_is_asked_again_then_flagged(ws, server, tmp_path):
     server.lexicon.inflections[("de", "Bett", "PL.DAT")] = " "
     summary = _fill(ws, server, _templates(tmp_path), max_reasks=2)
     assert summary.proposed == 0 and "form is blank" in summary.flagged["Bett"]
-    assert server.stats.calls == 3 and ws.count(t.lexicon_forms) == 5
+    assert server.stats.calls - server.stats.probes == 3 and ws.count(t.lexicon_forms) == 5
 
 
 def test_a_lemma_given_up_on_is_flagged_for_status_until_its_forms_come(ws, server, tmp_path):

@@ -19,7 +19,7 @@ from builder.languages import registry
 from builder.records import concept_id
 from builder.llm.cache import LLMCache
 from builder.llm.client import LLMClient
-from builder.llm.standin import Faults
+from builder.llm.standin import BatchScript, Faults
 from builder.selection import Scope
 from builder.translate import translate
 from builder.workspace import schema as t
@@ -114,6 +114,12 @@ def _worker(ws, server, langs, *extra):
     return subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
+def _mode_known(ws, server) -> None:
+    """The endpoint's structured-output mode recorded (as after any earlier run), so that the workers send no probe
+    for the server to hold."""
+    LLMCache.of_workspace(ws).record_mode(server.base_url, "standin-translator", "json_schema", {})
+
+
 def _await(what: str, done, timeout_s: float = 120) -> None:
     deadline = time.monotonic() + timeout_s
     while not done():
@@ -123,6 +129,7 @@ def _await(what: str, done, timeout_s: float = 120) -> None:
 
 
 def test_two_workers_on_one_workspace_split_the_work_and_send_no_request_twice(sample_ws, server):
+    _mode_known(sample_ws, server)
     server.hold_after = 0  # hold every request until both workers are sending
     workers = [_worker(sample_ws, server, "hu,tr,ru", "--concurrency", "3") for _ in range(2)]
     try:
@@ -151,6 +158,7 @@ def test_two_workers_on_one_workspace_split_the_work_and_send_no_request_twice(s
 def test_a_dead_workers_claims_are_taken_over_and_their_requests_sent_once(sample_ws, server):
     """A worker killed while sending: its claim ends at once if it ran on this machine, else when its lease runs out."""
     scope = Scope.parse(sample_ws, "can fly")
+    _mode_known(sample_ws, server)
     server.hold_after = 0
     dead = _worker(sample_ws, server, "fr", "--properties", "can fly", "--concurrency", "2")
     try:
@@ -195,7 +203,7 @@ def test_dry_run_counts_requests_and_cost_and_sends_nothing(sample_ws, server):
 
 
 def test_batch_api_submits_persists_and_collects(sample_ws, server):
-    server.batch_polls = 2
+    server.batch = BatchScript(running_polls=1)
     scope = Scope.parse(sample_ws, "is used for heating food,can fly")
 
     async def go():
@@ -215,7 +223,7 @@ def test_batch_api_submits_persists_and_collects(sample_ws, server):
     collected, summary, bid2 = asyncio.run(go())  # first poll: still running
     assert collected == {bid: "in_progress"} and bid2 is None
     collected, summary, bid3 = asyncio.run(go())  # done: collected into the cache, proposals written
-    assert collected == {bid: "collected"} and bid3 is None
+    assert collected == {bid: "completed"} and bid3 is None and sample_ws.rows(select(t.batches))[0]["collected_at"]
     n_items = len(scope.items(sample_ws))
     assert sample_ws.count(t.proposals) == n_items
     sources = {r["source"] for r in sample_ws.rows(select(t.llm_calls.c.source))}
@@ -241,7 +249,7 @@ def test_the_cli_reports_every_reask_and_status_shows_why_an_item_was_flagged(sa
 
     from builder.cli import app
 
-    server.faults = Faults(rate=0.3, kinds=("malformed", "schema"), seed=1)
+    server.faults = Faults(rate=0.3, kinds=("malformed", "schema"), seed=3)
     server.lexicon.translations[("fr", "concept", "kettle")] = {"translation": "  ", "alternatives": []}  # never valid
     env = {"OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": "k", "BUILDER_LLM_MODEL": "standin-translator"}
     ws_dir = str(sample_ws.directory)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import NoReturn, Optional
 
@@ -77,14 +78,25 @@ def llm_stage(ws: Workspace, name: str, properties: Optional[str], settings: LLM
 
 
 def report_stage(run: StageRun, what: str) -> None:
-    """What a stage did, and what it sent, retried, re-used and re-asked."""
-    s = run.stats
-    if run.plan is not None and run.plan.requests and not run.batch_id:
-        cost = f"${run.plan.cost_usd:.4f}" if run.plan.cost_known else "unknown (model not in the price table)"
-        out.print(f"dry run: {run.plan.requests} request(s), ~{run.plan.tokens_in} tokens in, "
-                  f"~{run.plan.tokens_out} tokens out, estimated cost {cost}")
+    """What a stage did; what it sent, retried, re-used and re-asked; in which mode and at what cost.
+
+    A dry run shows the first requests in full (as JSON) and counts them all."""
+    s, plan = run.stats, run.plan
+    if plan is not None and plan.requests and not run.batch_id:
+        cost = f"${plan.cost_usd:.4f}" if plan.cost_known else "unknown (model not in data/prices.yaml)"
+        mode = f"{plan.mode}{' (assumed: a dry run probes nothing)' if plan.mode_assumed else ''}"
+        out.print(f"dry run: {plan.requests} request(s) in structured-output mode {mode}, ~{plan.tokens_in} tokens in, "
+                  f"~{plan.tokens_out} tokens out, estimated cost {cost}; the first {len(plan.samples)}:")
+        for body in plan.samples:
+            out.print(json.dumps(body, ensure_ascii=False, indent=1), markup=False, highlight=False)
     if run.batch_id:
-        out.print(f"submitted batch {run.batch_id} ({run.plan.requests} requests); run the same command again to collect")
+        out.print(f"submitted batch {run.batch_id} ({plan.requests} requests); run the same command again to collect")
     for bid, st in run.collected.items():
-        out.print(f"batch {bid}: {st}")
+        out.print(f"batch {bid}: {st}", markup=False)
     out.print(f"{what}; requests sent {s.sent}, retries {s.retries}, cache hits {s.cache_hits}, re-asks {s.reasks}")
+    if run.mode:
+        out.print(f"structured outputs: {run.mode}")
+    if s.sent or s.unpriced:
+        unknown = "".join(f"; {n} call(s) of {model!r} at an unknown price (not in data/prices.yaml)"
+                          for model, n in sorted(s.unpriced.items()))
+        out.print(f"cost ${s.cost_usd:.4f}{unknown}", markup=False)

@@ -74,7 +74,7 @@ def run_demo(directory: Path, console: Console, settings: LLMSettings | None = N
     source = (
         f"the recording bundled with the sample (replies written for it, recorded as model {RECORDING_MODEL})"
         if settings.mode == "recording"
-        else f"{settings.base_url or 'OpenAI'}, model {settings.model}"
+        else f"{settings.endpoint}, model {settings.model}"
     )
     console.rule("[bold]builder demo")
     console.print(f"LLM replies: {source}")

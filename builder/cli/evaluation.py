@@ -53,7 +53,7 @@ def run(
         if endpoint:
             loaded, settings = None, LLMSettings(base_url=endpoint, api_key=os.environ.get("OPENAI_API_KEY") or "not-needed",
                                                  model=model, concurrency=concurrency)
-            where = f"endpoint {endpoint} (concurrency {concurrency})"
+            where = f"endpoint {settings.endpoint} (concurrency {concurrency})"
         else:
             loaded, settings = load_model(model, device=device, dtype=dtype, batch_size=batch_size, revision=revision), None
             where = f"{loaded.info.device} ({loaded.info.dtype}, batch {loaded.info.batch_size})"

@@ -36,7 +36,7 @@ from builder.cli.common import (
 )
 from builder.generate import generate as generate_stage
 from builder.reviews import accept as accept_proposals
-from builder.status import flagged_items, status as compute_status
+from builder.status import flagged_items, llm_usage, status as compute_status
 from builder.translate import translate as translate_stage
 from builder.workspace.store import WorkspaceError, default_dir, init_workspace
 
@@ -58,6 +58,7 @@ def init(
 
 def status(
     flags: bool = typer.Option(False, "--flags", help="List the flagged items (LLM stages, pair audits), with the reasons"),
+    llm: bool = typer.Option(False, "--llm", help="LLM calls by stage, model and mode: tokens, cost, calls at an unknown price; each endpoint's structured-output mode"),
     stage: Optional[str] = typer.Option(None, "--stage", help="With --flags: only this stage (translate, repropose, generate, "
                                                               "fill, similarity, occurrence, judge)"),
     lang: Optional[str] = typer.Option(None, "--lang", "-l", help="With --flags: only these language codes, comma-separated"),
@@ -65,10 +66,12 @@ def status(
     as_json: bool = JsonOpt,
 ) -> None:
     """Per language and stage: pending, proposed, verified, generated, flagged, and concept–property overlap
-    per language and negative type; `--flags` lists the flagged items."""
+    per language and negative type; `--flags` lists the flagged items; `--llm` the LLM calls and their cost."""
     ws = open_ws(workspace)
     if flags:
         return _flags(ws, stage, codes(lang), as_json)
+    if llm:
+        return _llm(ws, as_json)
     rows = compute_status(ws, list(languages_mod.registry(ws)))
     if as_json:
         print(json.dumps([r.model_dump() for r in rows], ensure_ascii=False, indent=1))
@@ -86,6 +89,10 @@ def status(
     if overlap:
         out.print(overlap_table(overlap, "concept–property overlap of the generated pairs (pairs whose concept shares a "
                                          "character or word stem with the property)"))
+    usage = llm_usage(ws)
+    if usage.calls:
+        unknown = f", {usage.unpriced} at an unknown price" if usage.unpriced else ""
+        out.print(f"LLM: {sum(c.calls for c in usage.calls)} calls, cost ${usage.cost_usd:.4f}{unknown} (builder status --llm)")
 
 
 def overlap_table(rows, title: str) -> Table:
@@ -96,6 +103,23 @@ def overlap_table(rows, title: str) -> Table:
         table.add_row(o.lang, o.negative_type, str(o.pairs), str(o.positive), str(o.negative),
                       f"{o.shortcut} ({100 * o.shortcut_share:.0f}%)")
     return table
+
+
+def _llm(ws, as_json: bool) -> None:
+    usage = llm_usage(ws)
+    if as_json:
+        print(json.dumps(usage.model_dump(mode="json"), ensure_ascii=False, indent=1))
+        return
+    table = Table(title=f"LLM calls in {ws.directory}")
+    for col in ("stage", "model", "mode", "calls", "tokens in", "tokens out", "cost (USD)", "unknown price"):
+        table.add_column(col, justify="right" if col in ("calls", "tokens in", "tokens out", "cost (USD)", "unknown price") else "left")
+    for c in usage.calls:
+        table.add_row(c.stage, Text(c.model), c.mode or "-", str(c.calls), str(c.tokens_in), str(c.tokens_out),
+                      f"{c.cost_usd:.4f}", str(c.unpriced) if c.unpriced else "")
+    out.print(table)
+    for e in usage.endpoints:
+        refused = "".join(f"; refused {mode}: {why}" for mode, why in e.refusals.items())
+        out.print(f"{e.endpoint} {e.model}: structured outputs {e.mode}{refused}", markup=False, highlight=False)
 
 
 def _flags(ws, stage: Optional[str], lang_codes: Optional[list[str]], as_json: bool) -> None:

@@ -1,12 +1,13 @@
-"""The LLM cache: every call's record, its reply by request key, the batches not yet collected, and
-the claims of requests being sent.
+"""The LLM cache: every call's record, its reply by request key, each endpoint's structured-output
+mode, the batches submitted, and the claims of requests being sent.
 
-It is the only writer of `llm_calls`, `llm_cache`, `batches` and `llm_claims`. A construction stage
-opens it on its workspace's database, so proposals, sentences and forms keep their foreign keys to
+It is the only writer of `llm_calls`, `llm_cache`, `llm_endpoints`, `batches` and `llm_claims`. A
+construction stage opens it on its workspace's database, so proposals, sentences and forms keep their foreign keys to
 the call that produced them; an evaluation opens it by path on a SQLite file of its own and touches
 no workspace. A reply and its call record are stored in one transaction, so a killed run never pays
 twice. Workers sharing a cache (processes on one PostgreSQL workspace) claim a request before
-sending it, so that each request is sent once: the others wait for its reply here.
+sending it, so that each request is sent once: the others wait for its reply here. A batch stays
+open until its output and error files have been read (`collected_at`).
 """
 
 from __future__ import annotations
@@ -19,15 +20,14 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine, func, select
 from sqlalchemy.exc import DatabaseError
 
 from builder.records import LLMCall
 from builder.workspace import schema as t
-from builder.workspace.store import Workspace, engine_for, now, upsert_ignore
+from builder.workspace.store import Workspace, add_missing_columns, engine_for, now, upsert_ignore
 
-TABLES = (t.llm_calls, t.llm_cache, t.batches, t.llm_claims)
-FINISHED = ("collected", "failed", "expired", "cancelled")  # batch states that need no more polling
+TABLES = (t.llm_calls, t.llm_cache, t.llm_endpoints, t.batches, t.llm_claims)
 
 
 class LLMCacheError(RuntimeError):
@@ -79,6 +79,8 @@ class LLMCache:
         engine = engine_for(f"sqlite:///{path.resolve()}")
         try:
             t.metadata.create_all(engine, tables=list(TABLES))
+            with engine.begin() as conn:
+                add_missing_columns(conn, TABLES)
         except DatabaseError as exc:
             engine.dispose()
             raise LLMCacheError(f"{path} is not an LLM cache (an SQLite file): {exc.orig}") from exc
@@ -143,6 +145,38 @@ class LLMCache:
         with self.engine.begin() as conn:
             conn.execute(t.llm_claims.delete().where(t.llm_claims.c.request_key == key, t.llm_claims.c.worker == worker.token))
 
+    def usage(self) -> list[dict[str, Any]]:
+        """Calls by stage, model and mode: count, tokens, known cost, and how many have no known price."""
+        c = t.llm_calls.c
+        stmt = (select(c.stage, c.model, c.mode, func.count().label("calls"), func.sum(c.tokens_in).label("tokens_in"),
+                       func.sum(c.tokens_out).label("tokens_out"), func.coalesce(func.sum(c.cost_usd), 0.0).label("cost_usd"),
+                       func.count().filter(c.cost_usd.is_(None)).label("unpriced"))
+                .group_by(c.stage, c.model, c.mode).order_by(c.stage, c.model, c.mode))
+        with self.engine.connect() as conn:
+            return [dict(r._mapping) for r in conn.execute(stmt)]
+
+    # -- structured-output modes --------------------------------------------------------------------
+
+    def mode(self, endpoint: str, model: str) -> str | None:
+        """The structured-output mode found for an endpoint (its redacted URL) and model, if it was probed."""
+        with self.engine.connect() as conn:
+            return conn.execute(select(t.llm_endpoints.c.mode).where(t.llm_endpoints.c.endpoint == endpoint,
+                                                                     t.llm_endpoints.c.model == model)).scalar()
+
+    def record_mode(self, endpoint: str, model: str, mode: str, refusals: dict[str, str]) -> None:
+        """Remember the mode an endpoint and model accept, and the server's words refusing the stronger ones."""
+        with self.engine.begin() as conn:
+            conn.execute(t.llm_endpoints.delete().where(t.llm_endpoints.c.endpoint == endpoint,
+                                                        t.llm_endpoints.c.model == model))
+            conn.execute(t.llm_endpoints.insert().values(endpoint=endpoint, model=model, mode=mode, refusals=refusals,
+                                                         probed_at=now()))
+
+    def endpoints(self) -> list[dict[str, Any]]:
+        """Every endpoint and model probed, with its mode and refusals."""
+        with self.engine.connect() as conn:
+            return [dict(r._mapping) for r in conn.execute(select(t.llm_endpoints).order_by(t.llm_endpoints.c.endpoint,
+                                                                                             t.llm_endpoints.c.model))]
+
     # -- batches ------------------------------------------------------------------------------------
 
     def add_batch(self, batch_id: str, *, stage: str, status: str, input_file_id: str, requests: dict[str, dict]) -> None:
@@ -152,13 +186,29 @@ class LLMCache:
                                                    request_keys=requests, created_at=now()))
 
     def open_batches(self) -> list[dict[str, Any]]:
-        """Batches still to poll: id, stage, status and `request_keys` (request key -> logical request)."""
+        """Batches not yet collected: id, stage, status and `request_keys` (request key -> logical request)."""
         with self.engine.connect() as conn:
-            return [dict(r._mapping) for r in conn.execute(select(t.batches).where(t.batches.c.status.not_in(FINISHED)))]
+            return [dict(r._mapping) for r in conn.execute(select(t.batches).where(t.batches.c.collected_at.is_(None))
+                                                           .order_by(t.batches.c.created_at))]
 
     def set_batch_status(self, batch_id: str, status: str) -> None:
-        values: dict[str, Any] = {"status": status}
-        if status == "collected":
-            values["collected_at"] = now()
+        """The status the server last gave an open batch."""
         with self.engine.begin() as conn:
-            conn.execute(t.batches.update().where(t.batches.c.id == batch_id).values(**values))
+            conn.execute(t.batches.update().where(t.batches.c.id == batch_id).values(status=status))
+
+    def close_batch(self, batch_id: str, status: str, failures: dict[str, dict[str, Any]]) -> None:
+        """A batch read to its end (its replies are stored): its final status and the lines that failed."""
+        with self.engine.begin() as conn:
+            conn.execute(t.batches.update().where(t.batches.c.id == batch_id)
+                         .values(status=status, failures=failures, collected_at=now()))
+
+    def batch_failures(self) -> dict[str, list[dict[str, Any]]]:
+        """Request key -> its failed lines in collected batches, oldest first (`reason`, `final`)."""
+        out: dict[str, list[dict[str, Any]]] = {}
+        with self.engine.connect() as conn:
+            rows = conn.execute(select(t.batches.c.failures).where(t.batches.c.collected_at.is_not(None))
+                                .order_by(t.batches.c.collected_at))
+            for row in rows:
+                for key, failure in (row.failures or {}).items():
+                    out.setdefault(key, []).append(failure)
+        return out

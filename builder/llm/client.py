@@ -1,9 +1,16 @@
 """The LLM client: official `openai` SDK (async), structured outputs, retries, cache, batches.
 
-A request is identified by its content (model, messages, schema, temperature). Its reply is stored
-in the cache together with the call record in one transaction, the moment it arrives, so a re-run
-or a resumed run never sends an identical request twice. Requests for several items at once go
-through one loop (`ask_items`) that keeps what is good and asks again for the rest.
+A request is identified by its content (model, messages, wire schema, temperature). Its reply is
+stored in the cache together with the call record in one transaction, the moment it arrives, so a
+re-run or a resumed run never sends an identical request twice. Requests for several items at once
+go through one loop (`ask_items`) that keeps what is good and asks again for the rest.
+
+Structured requests go out in one structured-output mode (`builder.llm.modes`), settled before the
+first of a run is sent and awaited by all the others, so none races the choice: the mode recorded in
+the cache for this endpoint and model, or else the strongest one a tiny probe request finds accepted,
+recorded then. Should the server later refuse the recorded mode (another server behind the same URL),
+the client moves to the next weaker mode and sends the refused requests again in it. Every request
+carries a `max_tokens` derived from what it asks for; mode and `max_tokens` are stored with the call.
 """
 
 from __future__ import annotations
@@ -13,7 +20,7 @@ import json
 import random
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
@@ -21,6 +28,7 @@ import httpx2
 import openai
 from pydantic import BaseModel, ValidationError
 
+from builder.llm import endpoint
 from builder.llm.cache import LLMCache, Worker
 from builder.llm.config import LLMSettings
 from builder.llm.items import (
@@ -31,10 +39,20 @@ from builder.llm.items import (
     accept_all,
     followup_message,
     item_list,
+    json_reply,
     read_items,
     validation_message,
 )
-from builder.llm.keys import canonical, request_key, text_hash, text_request_key
+from builder.llm.keys import TEXT, canonical, request_key, text_hash, text_request_key
+from builder.llm.modes import (
+    MODES,
+    Mode,
+    mode_of,
+    refusal,
+    response_format,
+    weaker,
+    wire_messages,
+)
 from builder.llm.pricing import cost_usd, estimate_tokens
 from builder.llm.schema import strict_schema
 from builder.records import LLMCall
@@ -44,6 +62,11 @@ T = TypeVar("T", bound=BaseModel)
 V = TypeVar("V")
 
 RETRYABLE = (openai.RateLimitError, openai.InternalServerError, openai.APIConnectionError)
+OPEN_BATCH = ("validating", "in_progress", "finalizing", "cancelling")  # the server is still working on it
+BATCH_ATTEMPTS = 3  # batches a request may fail in (expired, cancelled, a server error) before it is flagged
+PLAN_SAMPLES = 3  # requests a dry run shows in full
+PROBE_MESSAGES = [{"role": "user", "content": 'Reply with the JSON object {"ok": true}.'}]
+PROBE_SCHEMA = {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"], "additionalProperties": False}
 CLAIM_MARGIN_S = 30.0  # a claim lasts one time-out and this (clock skew between workers' machines, database latency)
 CLAIM_POLL_MAX_S = 1.0  # how often, at most, a worker waiting on another's claim looks for its reply
 
@@ -56,6 +79,28 @@ class CacheMissError(LLMError):
     """`--offline` was asked and a request is not in the cache."""
 
 
+class RequestFailed(LLMError):
+    """The endpoint gave this one request up for a reason that asking again cannot fix (the items are
+    flagged with it): a conversation beyond the model's context, a batch line that failed for good."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class _Elsewhere(Exception):
+    """Another worker holds the request's claim, or has stored its reply."""
+
+
+class _Refused(Exception):
+    """The server does not support the response format of the request `body` (its words in `reason`)."""
+
+    def __init__(self, body: dict[str, Any], reason: str) -> None:
+        super().__init__(reason)
+        self.body = body
+        self.reason = reason
+
+
 @dataclass(frozen=True)
 class Request:
     """A logical chat request: what the key is computed from."""
@@ -66,6 +111,12 @@ class Request:
     lang: str | None
     prompt_hash: str
     expected_output_tokens: int = 200
+
+    @property
+    def max_tokens(self) -> int:
+        """The cap on a structured reply: twice the expected length, for verbose replies and scripts that
+        take more tokens per word, plus room for the JSON around the items."""
+        return 2 * self.expected_output_tokens + 100
 
     def as_messages(self) -> list[dict[str, str]]:
         return [{"role": r, "content": c} for r, c in self.messages]
@@ -91,15 +142,27 @@ class TextReply:
     call_id: str
 
 
+@dataclass(frozen=True)
+class _Got:
+    """A structured request's reply as read back: its text, its call, and whether max_tokens cut it off."""
+
+    text: str
+    call_id: str
+    cut_off: bool
+
+
 @dataclass
 class Plan:
-    """What a dry run would send."""
+    """What a dry run (or a batch submission) would send."""
 
     requests: int = 0
     tokens_in: int = 0
     tokens_out: int = 0
     cost_usd: float = 0.0
     cost_known: bool = True
+    mode: str | None = None
+    mode_assumed: bool = False  # a dry run probes nothing: the mode is the strongest, unless one was recorded
+    samples: list[dict[str, Any]] = field(default_factory=list)  # the first PLAN_SAMPLES request bodies
 
 
 @dataclass
@@ -109,7 +172,10 @@ class Stats:
     cache_hits: int = 0
     reasks: int = 0  # follow-up requests of the re-ask loop (from the cache or sent)
     failures: int = 0
+    probes: int = 0  # requests that found the structured-output mode
     by_error: dict[str, int] = field(default_factory=dict)
+    cost_usd: float = 0.0  # of the calls stored in this run whose price is known
+    unpriced: dict[str, int] = field(default_factory=dict)  # model not in the price table -> calls stored
 
 
 class LLMClient:
@@ -120,14 +186,20 @@ class LLMClient:
         self.plan = Plan()
         self.deferred: dict[str, tuple[Request, dict]] = {}
         self.in_open_batches: set[str] = set()  # keys already submitted in a batch not yet collected
-        self._json_mode = False
+        self.batch_failed: dict[str, str] = {}  # keys given up after failing in batches -> the server's reason
+        self.mode: Mode | None = None  # settled before the first structured request is sent
+        self._mode_lock = asyncio.Lock()
+        self._mode_error: LLMError | None = None  # the probe failed for good: every request fails with it
+        self._reached = False  # a reply came: a connection error from now on is transient
         self._sem = asyncio.Semaphore(settings.concurrency)
         if http_client is None and settings.mode == "recording":
             from builder.llm.recording import ReplayTransport
 
             http_client = httpx2.AsyncClient(transport=ReplayTransport.from_file(settings.recording_path))
+        base_url, query = endpoint.split_query(settings.base_url)  # a key in the query goes with every request
         self._sdk = openai.AsyncOpenAI(
-            base_url=settings.base_url or ("http://recording.invalid/v1" if settings.mode == "recording" else None),
+            base_url=base_url or ("http://recording.invalid/v1" if settings.mode == "recording" else None),
+            default_query=query or None,
             api_key=settings.api_key.get_secret_value() if settings.api_key else "recording",
             timeout=settings.timeout_s,
             max_retries=0,  # retries are ours: bounded, jittered, Retry-After aware, and counted
@@ -147,7 +219,7 @@ class LLMClient:
     async def ask(self, req: Request, schema: type[T]) -> Reply[T] | None:
         """One structured reply, from the cache or the endpoint; None when deferred (dry run, batch)."""
         got = await self._reply_text(req, schema)
-        return None if got is None else self._parse(req, schema, *got)
+        return None if got is None else self._parse(req, schema, got.text, got.call_id)
 
     async def ask_items(
         self,
@@ -168,8 +240,9 @@ class LLMClient:
         be expressed. The accepted values are handed to `store` at once, with the reply's call id;
         the rest are asked again, each with its reason, in one follow-up request of the same
         conversation (`instruction` says how to fix them). Every follow-up counts in `stats.reasks`.
-        `context_ids` are ids the request shows without asking for them: answers for them are ignored
-        rather than taken as wrong ids.
+        A request the endpoint gives up for good (`RequestFailed`) flags the items still wanted with
+        the server's reason. `context_ids` are ids the request shows without asking for them: answers
+        for them are ignored rather than taken as wrong ids.
         Being deterministic in the replies, a resumed run rebuilds the same follow-ups and finds them
         in the cache.
         """
@@ -184,11 +257,18 @@ class LLMClient:
             if attempt:
                 self.stats.reasks += 1
                 req = req.followup(text, followup_message(problems, field_name, instruction))
-            got = await self._reply_text(req, schema)
+            try:
+                got = await self._reply_text(req, schema)
+            except RequestFailed as exc:
+                problems = dict.fromkeys(todo, ItemProblem("failed", exc.reason))
+                break
             if got is None:  # deferred: dry run or batch submission
                 return ItemsOutcome(accepted, {}, call_id, deferred=True)
-            text, call_id = got
+            text, call_id = got.text, got.call_id
             good, problems = read_items(text, schema, todo, known)
+            if got.cut_off:
+                problems = {i: ItemProblem(p.kind, f"{p.detail}; the reply was cut off at its max_tokens ({req.max_tokens})")
+                            if p.kind == "unreadable" else p for i, p in problems.items()}
             verdicts = check(good) if good else {}
             ok: dict[str, V] = {}
             for item_id in good:
@@ -204,7 +284,7 @@ class LLMClient:
             problems = {item_id: problems[item_id] for item_id in order if item_id in todo}  # in request order
             if not todo:
                 break
-        return ItemsOutcome(accepted, problems, call_id)
+        return ItemsOutcome(accepted, {item_id: problems[item_id] for item_id in order if item_id in todo}, call_id)
 
     async def ask_text(self, req: Request, *, max_tokens: int, temperature: float | None = None,
                        seed: int | None = None) -> TextReply:
@@ -219,14 +299,101 @@ class LLMClient:
         cached = self._cached(key)
         if cached is not None:
             self.stats.cache_hits += 1
-            return TextReply(*cached)
+            return TextReply(cached.text, cached.call_id)
         if self.settings.offline:
             raise CacheMissError(f"--offline: no cached reply for a {req.stage} request (lang {req.lang}, key {key[:12]}…)")
         body = {"model": self.settings.model, "messages": req.as_messages(), "temperature": temp, **decoding}
-        return TextReply(*await self._send(key, req, lambda: body))
 
-    async def _reply_text(self, req: Request, schema: type[BaseModel]) -> tuple[str, str] | None:
-        """A structured request's reply text and call id, from the cache or the endpoint; None when deferred."""
+        async def send() -> _Got:
+            _, response, latency = await self._post(lambda: body, f"{req.stage} request", claim=key)
+            call_id = self._store(key, req, response, latency, self.source, TEXT, max_tokens)
+            return _Got(_content(response), call_id, _cut_off(response))
+
+        got = await self._once(key, send)
+        return TextReply(got.text, got.call_id)
+
+    # -- the structured-output mode -----------------------------------------------------------------
+
+    async def structured_mode(self) -> Mode:
+        """The mode structured requests go out in: settled once, before the first one is sent."""
+        if self.mode is None:
+            async with self._mode_lock:
+                if self._mode_error is not None:
+                    raise self._mode_error
+                if self.mode is None:
+                    try:
+                        self.mode = await self._find_mode()
+                    except LLMError as exc:
+                        self._mode_error = exc
+                        raise
+        return self.mode
+
+    async def _find_mode(self) -> Mode:
+        if self.settings.mode == "recording":
+            return "json_schema"  # the recording holds replies to strict structured requests
+        recorded = self.cache.mode(self.settings.endpoint, self.settings.model)
+        if recorded is not None:
+            return recorded
+        if self.settings.dry_run:
+            self.plan.mode_assumed = True
+            return MODES[0]
+        refusals: dict[str, str] = {}
+        for mode in MODES[:-1]:
+            try:
+                await self._post(lambda: self._probe_body(mode), f"probing {self.settings.endpoint} for structured outputs")
+                break
+            except _Refused as exc:
+                refusals[mode] = exc.reason
+            finally:
+                self.stats.probes += 1
+        else:
+            mode = MODES[-1]  # nothing asked of the server: always accepted
+        self.cache.record_mode(self.settings.endpoint, self.settings.model, mode, refusals)
+        return mode
+
+    def _probe_body(self, mode: Mode) -> dict[str, Any]:
+        body = {"model": self.settings.model, "messages": wire_messages(mode, PROBE_MESSAGES, PROBE_SCHEMA),
+                "temperature": 0.0, "max_tokens": 16}
+        return {**body, "response_format": response_format(mode, "probe", PROBE_SCHEMA)}
+
+    async def _refused(self, mode: Mode, reason: str) -> None:
+        """The server refused `mode` although it was settled: move every later request to a weaker one."""
+        async with self._mode_lock:
+            if self.mode != mode:
+                return  # another request already moved on
+            if mode == MODES[-1]:
+                raise LLMError(f"the LLM endpoint {self.settings.endpoint} refused a request without a response format: {reason}")
+            self.mode = weaker(mode)
+            self.cache.record_mode(self.settings.endpoint, self.settings.model, self.mode, {mode: reason})
+
+    # -- cache and records --------------------------------------------------------------------------
+
+    def _cached(self, key: str) -> _Got | None:
+        hit = self.cache.get(key)
+        return None if hit is None else _Got(_content(hit[0]), hit[1], _cut_off(hit[0]))
+
+    def _store(self, key: str, req: Request, response: dict, latency_ms: float, source: str, mode: str,
+               max_tokens: int | None) -> str:
+        usage = response.get("usage") or {}
+        tin, tout = int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0)
+        model = response.get("model") or self.settings.model
+        call = LLMCall(
+            id="call_" + uuid.uuid4().hex[:20], request_key=key, model=model, prompt_hash=req.prompt_hash,
+            stage=req.stage, lang=req.lang, source=source, tokens_in=tin, tokens_out=tout, latency_ms=latency_ms,
+            cost_usd=cost_usd(model, tin, tout, batch=source == "batch"), created_at=now(), mode=mode,
+            max_tokens=max_tokens,
+        )
+        self.cache.put(call, {"messages": req.as_messages(), "schema": req.schema_name}, response)
+        if call.cost_usd is None:
+            self.stats.unpriced[model] = self.stats.unpriced.get(model, 0) + 1
+        else:
+            self.stats.cost_usd += call.cost_usd
+        return call.id
+
+    # -- sending ------------------------------------------------------------------------------------
+
+    async def _reply_text(self, req: Request, schema: type[BaseModel]) -> _Got | None:
+        """A structured request's reply, from the cache or the endpoint; None when deferred."""
         key = self.key(req, schema)
         cached = self._cached(key)
         if cached is not None:
@@ -238,100 +405,141 @@ class LLMClient:
                 "run once without --offline to fetch it"
             )
         if self.settings.dry_run or self.settings.batch:
+            if key in self.batch_failed:
+                raise RequestFailed(self.batch_failed[key])
             if key not in self.in_open_batches:  # never submit (and pay for) the same request twice
-                self._defer(key, req, schema)
+                await self._defer(key, req, schema)
             return None
-        return await self._send(key, req, lambda: self.wire_body(req, schema))
+        await self.structured_mode()
 
-    # -- cache and records --------------------------------------------------------------------------
-
-    def _cached(self, key: str) -> tuple[str, str] | None:
-        hit = self.cache.get(key)
-        return None if hit is None else (_content(hit[0]), hit[1])
-
-    def _store(self, key: str, req: Request, response: dict, latency_ms: float, source: str) -> str:
-        usage = response.get("usage") or {}
-        tin, tout = int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0)
-        model = response.get("model") or self.settings.model
-        call = LLMCall(
-            id="call_" + uuid.uuid4().hex[:20], request_key=key, model=model, prompt_hash=req.prompt_hash,
-            stage=req.stage, lang=req.lang, source=source, tokens_in=tin, tokens_out=tout, latency_ms=latency_ms,
-            cost_usd=cost_usd(model, tin, tout, batch=source == "batch"), created_at=now(),
-        )
-        self.cache.put(call, {"messages": req.as_messages(), "schema": req.schema_name}, response)
-        return call.id
-
-    # -- sending ------------------------------------------------------------------------------------
-
-    def wire_body(self, req: Request, schema: type[BaseModel]) -> dict[str, Any]:
-        messages = req.as_messages()
-        if self._json_mode:
-            hint = (
-                "Reply with one JSON object that validates against this JSON schema, and nothing else:\n"
-                + canonical(strict_schema(schema))
-            )
-            messages = [{"role": "system", "content": hint}, *messages]
-            fmt: dict[str, Any] = {"type": "json_object"}
-        else:
-            fmt = {"type": "json_schema", "json_schema": {"name": req.schema_name, "schema": strict_schema(schema), "strict": True}}
-        return {"model": self.settings.model, "messages": messages, "response_format": fmt, "temperature": self.settings.temperature}
-
-    async def _send(self, key: str, req: Request, make_body: Callable[[], dict[str, Any]]) -> tuple[str, str]:
-        """Send a request, retrying, and store its reply; or take the reply of the worker that holds its claim.
-
-        The claim is taken, or renewed, in the same concurrency slot as each attempt and lasts one
-        time-out and a margin, so it cannot run out while the attempt is in flight; while another
-        worker holds it, this one waits for that worker's reply, or for its claim to run out.
-        """
-        attempt = waits = 0
-        held = False
-        try:
+        async def send() -> _Got:
             while True:
-                body = make_body()
-                try:
-                    async with self._sem:
-                        held = self.cache.claim(key, self.worker, self.settings.timeout_s + CLAIM_MARGIN_S)
-                        hit = self._cached(key)  # a reply stored since we looked, by a worker whose claim has ended
-                        if held and hit is None:
-                            started = time.perf_counter()
-                            self.stats.sent += 1
-                            # The SDK's own request path (auth, errors, time-outs) with our body as is: its typed
-                            # parameter transform costs milliseconds of CPU per call and changes nothing here.
-                            response = await self._sdk.post("/chat/completions", body=body, cast_to=object)
-                            latency = (time.perf_counter() - started) * 1000
-                    if hit is not None:
-                        self.stats.cache_hits += 1
-                        return hit
-                    if not held:
-                        await asyncio.sleep(min(CLAIM_POLL_MAX_S, 0.05 * 2**waits))
-                        waits += 1
-                        continue
-                    if not isinstance(response, dict):
-                        response = {"choices": [{"message": {"content": str(response)}}]}
-                    call_id = self._store(key, req, response, latency, self.source)  # ends the claim
-                    held = False
-                    return _content(response), call_id
-                except openai.BadRequestError as exc:
-                    if not self._json_mode and _schema_unsupported(exc):
-                        self._json_mode = True  # server lacks json_schema: fall back to JSON mode
-                        continue
-                    self.stats.failures += 1
-                    raise LLMError(f"{req.stage} request rejected by the endpoint: {_brief(exc)}") from exc
-                except RETRYABLE as exc:
-                    name = type(exc).__name__
-                    self.stats.by_error[name] = self.stats.by_error.get(name, 0) + 1
-                    if attempt >= self.settings.max_retries:
-                        self.stats.failures += 1
-                        raise LLMError(f"{req.stage} request failed after {attempt + 1} attempts: {_brief(exc)}") from exc
-                    self.stats.retries += 1
-                    await asyncio.sleep(self._backoff(attempt, exc))
-                    attempt += 1
-                except openai.APIStatusError as exc:
-                    self.stats.failures += 1
-                    raise LLMError(f"{req.stage} request failed: {_brief(exc)}") from exc
-        finally:
-            if held:  # failed, cancelled, or answered from the cache: another worker may try it
+                try:  # the body is made when the request goes out, in the mode settled by then
+                    body, response, latency = await self._post(lambda: self._wire_body(req, schema, self.mode),
+                                                               f"{req.stage} request", claim=key)
+                except _Refused as exc:
+                    await self._refused(mode_of(exc.body), exc.reason)
+                    continue
+                call_id = self._store(key, req, response, latency, self.source, mode_of(body), body["max_tokens"])
+                return _Got(_content(response), call_id, _cut_off(response))
+
+        return await self._once(key, send)
+
+    async def _once(self, key: str, send: Callable[[], Awaitable[_Got]]) -> _Got:
+        """Send a request once among the workers sharing this cache (processes on one PostgreSQL workspace).
+
+        `send` posts with the request's claim (storing the reply ends it); while another worker holds
+        the claim this one waits for that worker's reply, or takes the claim over when that worker died
+        or its lease ran out.
+        """
+        waits = 0
+        while True:
+            try:
+                return await send()
+            except _Elsewhere:
+                hit = self._cached(key)
+                if hit is not None:
+                    self.stats.cache_hits += 1
+                    return hit
+                await asyncio.sleep(min(CLAIM_POLL_MAX_S, 0.05 * 2**waits))
+                waits += 1
+            except BaseException:  # failed or cancelled: another worker may try it
                 self.cache.release(key, self.worker)
+                raise
+
+    def _claim(self, key: str) -> bool:
+        """Take or renew the claim to send `key`; False while another worker holds it or once its reply is stored."""
+        if not self.cache.claim(key, self.worker, self.settings.timeout_s + CLAIM_MARGIN_S):
+            return False
+        if self.cache.get(key) is not None:  # stored by a worker whose claim has ended
+            self.cache.release(key, self.worker)
+            return False
+        return True
+
+    def _wire_body(self, req: Request, schema: type[BaseModel], mode: Mode) -> dict[str, Any]:
+        wire = strict_schema(schema)
+        body = {"model": self.settings.model, "messages": wire_messages(mode, req.as_messages(), wire),
+                "temperature": self.settings.temperature, "max_tokens": req.max_tokens}
+        fmt = response_format(mode, req.schema_name, wire)
+        return body if fmt is None else {**body, "response_format": fmt}
+
+    async def _post(self, make_body: Callable[[], dict[str, Any]], what: str,
+                    claim: str | None = None) -> tuple[dict, dict, float]:
+        """POST one chat completion with bounded retries: the body sent, the response and its latency in ms.
+
+        With `claim` (a request key), each attempt first takes, or renews, the request's claim in its
+        concurrency slot, for one time-out and a margin, so that it cannot run out while the attempt is
+        in flight; `_Elsewhere` when another worker holds it or has stored its reply.
+
+        Raises `_Refused` when the server lacks the response format asked (never retried), `RequestFailed`
+        when the conversation exceeds the model's context, and `LLMError` naming the endpoint and the
+        likely fix for everything else that retrying does not cure.
+        """
+        attempt = 0
+        while True:
+            body: dict[str, Any] = {}
+            try:
+                async with self._sem:
+                    if claim is not None and not self._claim(claim):
+                        raise _Elsewhere
+                    body = make_body()
+                    started = time.perf_counter()
+                    self.stats.sent += 1
+                    # The SDK's own request path (auth, errors, time-outs) with our body as is: its typed
+                    # parameter transform costs milliseconds of CPU per call and changes nothing here.
+                    response = await self._sdk.post("/chat/completions", body=body, cast_to=object)
+                    latency = (time.perf_counter() - started) * 1000
+                self._reached = True
+                if not isinstance(response, dict):
+                    response = {"choices": [{"message": {"content": str(response)}}]}
+                return body, response, latency
+            except openai.APIError as exc:
+                refused = refusal(exc)
+                if refused is not None:
+                    raise _Refused(body, self._scrub(refused)) from exc
+                if _context_exceeded(exc):
+                    self.stats.failures += 1
+                    raise RequestFailed(f"beyond the model's context: {self._scrub(endpoint.server_message(exc))}") from exc
+                if not self._transient(exc) or attempt >= self.settings.max_retries:
+                    self.stats.failures += 1
+                    raise LLMError(await self._explain(exc, what, attempt + 1)) from exc
+                name = type(exc).__name__
+                self.stats.by_error[name] = self.stats.by_error.get(name, 0) + 1
+                self.stats.retries += 1
+                await asyncio.sleep(self._backoff(attempt, exc))
+                attempt += 1
+
+    def _transient(self, exc: openai.APIError) -> bool:
+        """Worth another try: rate limits, server errors, time-outs and dropped connections; not a
+        connection refused before the endpoint ever answered (nothing is listening there)."""
+        if isinstance(exc, openai.APIConnectionError) and isinstance(exc.__cause__, httpx2.ConnectError):
+            return self._reached
+        return isinstance(exc, RETRYABLE)
+
+    async def _explain(self, exc: openai.APIError, what: str, attempts: int) -> str:
+        """What went wrong, with the endpoint's (redacted) URL and the likely fix."""
+        url = self.settings.endpoint
+        if self.settings.mode == "recording":
+            return f"{what} failed: {self._brief(exc)}"
+        if isinstance(exc, openai.APIConnectionError) and isinstance(exc.__cause__, httpx2.ConnectError) and not self._reached:
+            return endpoint.unreachable(url, exc.__cause__)
+        if isinstance(exc, openai.APITimeoutError):
+            return (f"{what} to {url} timed out {attempts} times ({self.settings.timeout_s:g} s each): a server that "
+                    "answers one request at a time needs a lower --concurrency or a longer BUILDER_LLM_TIMEOUT")
+        if isinstance(exc, (openai.AuthenticationError, openai.PermissionDeniedError)):
+            return endpoint.key_refused(url, exc.status_code)
+        if isinstance(exc, openai.NotFoundError):
+            return await endpoint.not_found(self._sdk, url, self.settings.model)
+        if isinstance(exc, RETRYABLE):
+            return f"{what} to {url} failed after {attempts} attempts: {self._brief(exc)}"
+        return f"{what} rejected by the LLM endpoint {url}: {self._brief(exc)}"
+
+    def _brief(self, exc: Exception) -> str:
+        return self._scrub(f"{type(exc).__name__}: {str(exc)[:300]}")
+
+    def _scrub(self, text: str) -> str:
+        key = self.settings.api_key.get_secret_value() if self.settings.api_key else None
+        return endpoint.scrub(text, self.settings.base_url, key)
 
     def _backoff(self, attempt: int, exc: Exception) -> float:
         """Exponential back-off with full jitter; a server's Retry-After wins when it gives one."""
@@ -351,15 +559,19 @@ class LLMClient:
 
     # -- dry run and batch --------------------------------------------------------------------------
 
-    def _defer(self, key: str, req: Request, schema: type[BaseModel]) -> None:
+    async def _defer(self, key: str, req: Request, schema: type[BaseModel]) -> None:
         if key in self.deferred:
             return
-        body = self.wire_body(req, schema)
+        mode = await self.structured_mode()
+        body = self._wire_body(req, schema, mode)
         self.deferred[key] = (req, body)
-        tin = estimate_tokens(canonical(body["messages"])) + estimate_tokens(canonical(body["response_format"]))
+        tin = estimate_tokens(canonical(body["messages"])) + estimate_tokens(canonical(body.get("response_format")))
+        self.plan.mode = mode
         self.plan.requests += 1
         self.plan.tokens_in += tin
         self.plan.tokens_out += req.expected_output_tokens
+        if len(self.plan.samples) < PLAN_SAMPLES:
+            self.plan.samples.append(body)
         cost = cost_usd(self.settings.model, tin, req.expected_output_tokens, batch=self.settings.batch)
         if cost is None:
             self.plan.cost_known = False
@@ -378,46 +590,82 @@ class LLMClient:
         batch = await self._sdk.batches.create(input_file_id=uploaded.id, endpoint="/v1/chat/completions", completion_window="24h")
         requests = {
             key: {"messages": [list(m) for m in req.messages], "schema_name": req.schema_name, "stage": req.stage,
-                  "lang": req.lang, "prompt_hash": req.prompt_hash}
-            for key, (req, _) in self.deferred.items()
+                  "lang": req.lang, "prompt_hash": req.prompt_hash, "mode": mode_of(body), "max_tokens": body["max_tokens"]}
+            for key, (req, body) in self.deferred.items()
         }
         self.cache.add_batch(batch.id, stage=stage, status=batch.status, input_file_id=uploaded.id, requests=requests)
         self.deferred.clear()
         return batch.id
 
     async def collect_batches(self) -> dict[str, str]:
-        """Fetch finished batches into the cache; returns batch id -> status."""
+        """Poll every open batch, of any stage; read each finished one into the cache.
+
+        Returns batch id -> its status, or why it could not be polled: a batch the endpoint cannot show
+        stays open for the next run and holds up nothing else. A finished batch's output and error
+        files are read whatever its end (completed, expired, cancelled, failed): each reply is stored
+        once, and each failed line is kept with the server's reason. A request that failed for good
+        (a client error) or in BATCH_ATTEMPTS batches is then given up (`batch_failed`) and its items
+        flagged; any other is asked again in the next batch.
+        """
         statuses: dict[str, str] = {}
         for row in self.cache.open_batches():
-            batch = await self._sdk.batches.retrieve(row["id"])
-            statuses[row["id"]] = batch.status
-            if batch.status in ("validating", "in_progress", "finalizing"):
+            try:
+                statuses[row["id"]] = await self._collect(row)
+            except openai.APIError as exc:
                 self.in_open_batches.update(row["request_keys"])
-            if batch.status != "completed":
-                if batch.status in ("failed", "expired", "cancelled"):
-                    self.cache.set_batch_status(row["id"], batch.status)
+                statuses[row["id"]] = f"not polled ({self._brief(exc)})"
+        for key, failures in self.cache.batch_failures().items():
+            if self._cached(key) is None and (failures[-1]["final"] or len(failures) >= BATCH_ATTEMPTS):
+                attempts = "" if failures[-1]["final"] else f" (in {len(failures)} batches)"
+                self.batch_failed[key] = failures[-1]["reason"] + attempts
+        return statuses
+
+    async def _collect(self, row: dict[str, Any]) -> str:
+        batch = await self._sdk.batches.retrieve(row["id"])
+        if batch.status in OPEN_BATCH:
+            self.cache.set_batch_status(row["id"], batch.status)
+            self.in_open_batches.update(row["request_keys"])
+            return batch.status
+        wanted = row["request_keys"]
+        failures: dict[str, dict[str, Any]] = {}
+        answered: set[str] = set()
+        for file_id in (batch.output_file_id, batch.error_file_id):
+            if not file_id:
                 continue
-            content = await self._sdk.files.content(batch.output_file_id)
+            content = await self._sdk.files.content(file_id)
             for line in content.text.splitlines():
                 if not line.strip():
                     continue
                 item = json.loads(line)
-                key = item["custom_id"]
-                resp = (item.get("response") or {})
-                if resp.get("status_code") != 200 or key not in row["request_keys"] or self._cached(key):
+                key = item.get("custom_id")
+                if key not in wanted:
                     continue
-                info = row["request_keys"][key]
-                req = Request(tuple(tuple(m) for m in info["messages"]), info["schema_name"], info["stage"], info["lang"], info["prompt_hash"])
-                self._store(key, req, resp["body"], 0.0, "batch")
-            self.cache.set_batch_status(row["id"], "collected")
-            statuses[row["id"]] = "collected"
-        return statuses
+                response = item.get("response") or {}
+                if response.get("status_code") == 200 and response.get("body"):
+                    answered.add(key)
+                    if self._cached(key) is None:
+                        info = wanted[key]  # a batch submitted before modes were recorded sent json_schema, no max_tokens
+                        self._store(key, _stored_request(info), response["body"], 0.0, "batch",
+                                    info.get("mode", MODES[0]), info.get("max_tokens"))
+                else:
+                    failures[key] = _line_failure(item)
+        if batch.status == "failed":
+            errors = "; ".join(f"{e.code}: {e.message}" + (f" (line {e.line})" if e.line else "")
+                               for e in (batch.errors.data if batch.errors and batch.errors.data else []))
+            reason = {"reason": f"the batch failed validation: {errors or 'no reason given'}", "final": True}
+        else:
+            reason = {"reason": f"the {batch.status} batch's files hold no line for it", "final": False}
+        for key in wanted:
+            if key not in answered and key not in failures:
+                failures[key] = reason
+        self.cache.close_batch(row["id"], batch.status, failures)
+        return batch.status
 
     # -- parsing ------------------------------------------------------------------------------------
 
     def _parse(self, req: Request, schema: type[T], text: str, call_id: str) -> Reply[T]:
         try:
-            value = schema.model_validate(json.loads(text))
+            value = schema.model_validate(json_reply(text))
         except json.JSONDecodeError as exc:
             return Reply(None, text, call_id, req, f"the reply is not valid JSON ({exc.msg} at column {exc.colno})")
         except ValidationError as exc:
@@ -432,13 +680,38 @@ def _content(response: dict) -> str:
         return ""
 
 
-def _schema_unsupported(exc: openai.BadRequestError) -> bool:
-    text = str(exc).lower()
-    return "json_schema" in text or "response_format" in text
+def _cut_off(response: dict) -> bool:
+    try:
+        return response["choices"][0].get("finish_reason") == "length"
+    except (KeyError, IndexError, TypeError, AttributeError):
+        return False
 
 
-def _brief(exc: Exception) -> str:
-    return f"{type(exc).__name__}: {str(exc)[:300]}"
+def _context_exceeded(exc: openai.APIError) -> bool:
+    """The request is longer than the model's context (OpenAI, vLLM and llama.cpp all say so with a 400)."""
+    if not isinstance(exc, openai.BadRequestError):
+        return False
+    return exc.code == "context_length_exceeded" or "maximum context length" in str(exc).lower()
+
+
+def _stored_request(info: dict[str, Any]) -> Request:
+    return Request(tuple(tuple(m) for m in info["messages"]), info["schema_name"], info["stage"], info["lang"],
+                   info["prompt_hash"])
+
+
+def _line_failure(item: dict[str, Any]) -> dict[str, Any]:
+    """A batch line without a reply: the server's reason, and whether asking again cannot help.
+
+    Expired and cancelled lines (`batch_expired`, `batch_cancelled`) and server errors are asked again;
+    a client error (400, 404, …) is final.
+    """
+    response = item.get("response") or {}
+    status = response.get("status_code")
+    error = item.get("error") or (response.get("body") or {}).get("error") or {}
+    code = error.get("code") or error.get("type") or "error"
+    message = error.get("message") or "no message"
+    final = isinstance(status, int) and 400 <= status < 500 and status not in (408, 409, 429)
+    return {"reason": f"batch line {f'HTTP {status} ' if status else ''}{code}: {message}"[:400], "final": final}
 
 
 def prompt_hash(*templates: str) -> str:

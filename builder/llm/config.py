@@ -7,6 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, SecretStr
 
+from builder.llm.endpoint import redact_url
 from builder.paths import sample_dir
 
 DEFAULT_MODEL = "gpt-4o-2024-08-06"
@@ -29,6 +30,15 @@ class LLMSettings(BaseModel):
     batch: bool = False
     recording_path: str | None = None
 
+    @property
+    def endpoint(self) -> str:
+        """The base URL as it may be shown and stored: any credentials in it hidden."""
+        return redact_url(self.base_url)
+
+    def __repr_args__(self):
+        for name, value in super().__repr_args__():
+            yield name, (self.endpoint if name == "base_url" and value else value)
+
     @classmethod
     def from_env(cls, **overrides) -> "LLMSettings":
         """Live endpoint when OPENAI_API_KEY or OPENAI_BASE_URL is set; otherwise the bundled recording."""
@@ -44,5 +54,7 @@ class LLMSettings(BaseModel):
             values["recording_path"] = str(sample_dir() / "demo" / "recording.jsonl")
         if env.get("BUILDER_LLM_CONCURRENCY"):
             values["concurrency"] = int(env["BUILDER_LLM_CONCURRENCY"])
+        if env.get("BUILDER_LLM_TIMEOUT"):
+            values["timeout_s"] = float(env["BUILDER_LLM_TIMEOUT"])
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)

@@ -1,14 +1,19 @@
 """Reading a reply that answers several items at once, and saying what is wrong with it.
 
 A batch reply is one JSON object whose single field lists the items, each with an `id`. Every item
-asked for is either good (it validates against the item model) or has a problem of one of four
+asked for is either good (it validates against the item model) or has a problem of one of five
 kinds, which is what a follow-up request says and what a flag keeps when the loop gives up:
 
 - `missing`: the reply has no item with this id;
 - `wrong id`: the reply has no item with this id but answers ids that were never asked (the model
   most likely garbled this one's);
 - `invalid`: the item fails the item model or the stage's own check, with that check's message;
-- `unreadable`: the reply as a whole is not such a JSON object.
+- `unreadable`: the reply as a whole is not such a JSON object;
+- `failed`: no reply came, for a reason the server gave (a request beyond the model's context, a
+  batch line that failed): nothing to ask again in the same conversation.
+
+A reply is read as JSON as it is, or else from the first fenced block or outermost braces in it: a
+server asked for JSON only in the prompt may wrap it in prose or a Markdown fence.
 
 Pure functions, so the classification can be read and tested on its own.
 """
@@ -16,6 +21,7 @@ Pure functions, so the classification can be read and tested on its own.
 from __future__ import annotations
 
 import json
+import re
 import typing
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
@@ -24,9 +30,10 @@ from typing import Any, Generic, Literal, TypeVar
 from pydantic import BaseModel, ValidationError
 
 V = TypeVar("V")
-ProblemKind = Literal["missing", "wrong id", "invalid", "unreadable"]
+ProblemKind = Literal["missing", "wrong id", "invalid", "unreadable", "failed"]
 _LABELS = {"missing": "missing from the reply", "wrong id": "wrong id", "invalid": "failed validation",
-           "unreadable": "unreadable reply"}
+           "unreadable": "unreadable reply", "failed": "request failed"}
+_FENCED = re.compile(r"```(?:json)?\s*(.*?)```", re.S)
 
 
 @dataclass(frozen=True)
@@ -82,7 +89,7 @@ def read_items(text: str, schema: type[BaseModel], asked: Collection[str], known
     """
     field, model = item_list(schema)
     try:
-        raw = json.loads(text)
+        raw = json_reply(text)
         if not isinstance(raw, dict) or field not in raw:
             raise ValueError(f"expected a JSON object with the field {field!r}")
         if not isinstance(raw[field], list):
@@ -113,6 +120,22 @@ def read_items(text: str, schema: type[BaseModel], asked: Collection[str], known
                          "not asked") if unasked else ItemProblem("missing")
     problems = {i: ItemProblem("invalid", invalid[i]) if i in invalid else absent for i in asked if i not in good}
     return good, problems
+
+
+def json_reply(text: str) -> Any:
+    """The JSON value of a reply: the text itself, or the JSON inside its first fence or outermost braces."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        fenced = _FENCED.search(text)
+        start, end = text.find("{"), text.rfind("}")
+        for inner in (fenced.group(1) if fenced else None, text[start:end + 1] if 0 <= start < end else None):
+            if inner and inner.strip() != text.strip():
+                try:
+                    return json.loads(inner)
+                except json.JSONDecodeError:
+                    pass
+        raise
 
 
 def validation_message(exc: ValidationError) -> str:

@@ -1,4 +1,12 @@
-"""JSON schema for structured outputs, made strict-compatible (all fields required, no extras)."""
+"""The JSON schema sent with a structured request: strict-compatible and portable.
+
+Strict structured outputs need every field required and no extra properties. Servers differ in what
+else they accept: llama.cpp, vLLM, Azure's older API versions and gateways reject or ignore `$ref`,
+`minLength`, `pattern`, `format` and the like. The wire schema therefore inlines references and keeps
+only the keywords every major server accepts (`KEYWORDS`); constraints such as non-empty strings
+stay in the pydantic models, which check each reply on our side, and a reply that breaks them is
+asked again through the client's re-ask loop.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +16,9 @@ from typing import Any
 
 from pydantic import BaseModel
 
+KEYWORDS = frozenset({"type", "properties", "required", "additionalProperties", "items", "enum", "const", "anyOf",
+                      "description"})
+
 
 def strict_schema(model: type[BaseModel]) -> dict[str, Any]:
     """A fresh copy each call; the derivation itself is done once per model."""
@@ -16,20 +27,21 @@ def strict_schema(model: type[BaseModel]) -> dict[str, Any]:
 
 @lru_cache(maxsize=None)
 def _strict(model: type[BaseModel]) -> dict[str, Any]:
-    schema = copy.deepcopy(model.model_json_schema())
+    schema = model.model_json_schema()
+    defs = schema.get("$defs", {})
 
-    def walk(node: Any) -> None:
-        if isinstance(node, dict):
-            node.pop("default", None)
-            node.pop("title", None)
-            if node.get("type") == "object" and "properties" in node:
-                node["additionalProperties"] = False
-                node["required"] = list(node["properties"])
-            for value in node.values():
-                walk(value)
-        elif isinstance(node, list):
-            for value in node:
-                walk(value)
+    def walk(node: Any) -> Any:
+        if isinstance(node, list):
+            return [walk(value) for value in node]
+        if not isinstance(node, dict):
+            return node
+        if "$ref" in node:
+            return walk(defs[node["$ref"].rsplit("/", 1)[-1]])
+        out = {key: walk(value) for key, value in node.items() if key in KEYWORDS and key != "properties"}
+        if "properties" in node:
+            out["properties"] = {name: walk(value) for name, value in node["properties"].items()}
+            out["required"] = list(node["properties"])
+            out["additionalProperties"] = False
+        return out
 
-    walk(schema)
-    return schema
+    return walk(schema)

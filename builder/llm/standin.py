@@ -1,10 +1,18 @@
 """An OpenAI-compatible stand-in server for tests, benchmarks and re-recording the demo.
 
-It answers chat completions (json_schema or JSON mode: translations, inflections, sentences and
-the pair audit's verdicts), files and batches on 127.0.0.1, deterministically from a lexicon, and injects faults on demand: 429 with Retry-After, 500, replies
+It answers chat completions (json_schema, JSON mode, or JSON asked for in the prompt only, which it
+wraps in a Markdown fence as chat models do: translations, inflections, sentences and the pair audit's
+verdicts), models, files and batches under /v1 on 127.0.0.1,
+deterministically from a lexicon, and injects faults on demand: 429 with Retry-After, 500, replies
 slower than the client's time-out, malformed JSON, JSON that breaks the schema, dropped connections,
-and sentence pairs whose frames differ. It counts what it served, so tests can check that a resumed
-run never asks again for an item already answered, and how many re-asks it received.
+and sentence pairs whose frames differ. It fails as real servers do: a response format it lacks is
+refused with the status and words of the server it plays (`JSON_SCHEMA_400`, llama.cpp's
+`LLAMA_CPP_500`); a reply longer than `max_tokens` is cut off (`finish_reason: length`); messages
+beyond `context_tokens` get 400 `context_length_exceeded`; a wrong path, model or key gets 404 or
+401; a batch goes through the Batch API's states and ends as
+`BatchScript` says (completed, failed, expired, cancelled; lines failing; all lines failing, with
+no output file). It counts what it served, so tests can check that a resumed run never asks again
+for an item already answered, how many re-asks it received, and that no batch line was paid twice.
 
 Plain-text requests (no response format: evaluation prompts) are answered by `Lexicon.reply`, by
 kind: a translation request, a choice between sentence A and B, a metalinguistic question naming
@@ -44,6 +52,59 @@ class _Server(ThreadingHTTPServer):
 
 class UnknownPrompt(ValueError):
     """A plain-text prompt of no kind the stand-in answers (sent back as HTTP 400)."""
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """How a server refuses a response format it lacks: the status and the body it sends."""
+
+    status: int
+    body: dict
+
+
+# The OpenAI API for a model without structured outputs.
+JSON_SCHEMA_400 = Refusal(400, {"error": {
+    "message": "Invalid parameter: 'response_format' of type 'json_schema' is not supported with this model.",
+    "type": "invalid_request_error", "param": "response_format", "code": None}})
+# llama-cpp-python's server (0.3.36), whose request validation error surfaces as a 500.
+LLAMA_CPP_500 = Refusal(500, {"error": {
+    "message": "1 validation error:\n  {'type': 'literal_error', 'loc': ('body', 'response_format', 'type'), "
+               "'msg': \"Input should be 'text' or 'json_object'\", 'input': 'json_schema', 'ctx': {'expected': "
+               "\"'text' or 'json_object'\"}}\n\n  File \"llama_cpp/server/app.py\", line 376, in "
+               "create_chat_completion\n    POST /v1/chat/completions",
+    "type": "internal_server_error", "param": None, "code": None}})
+
+
+@dataclass
+class BatchScript:
+    """How the stand-in's batches go: the states a poll sees, then how a batch ends.
+
+    A batch shows `validating` for `validating_polls` polls, `in_progress` for `running_polls`,
+    `finalizing` for `finalizing_polls` (or `cancelling` for one poll when it ends cancelled), then
+    its end. `expired` and `cancelled` batches answer the first `done_share` of their lines and write
+    the rest to the error file (`batch_expired`, `batch_cancelled`); a `failed` batch failed
+    validation (`failure`: code, message) and has no files. Of the lines run, a share
+    `line_error_rate` fail with `line_error` (status, type, message), decided per line and attempt.
+    """
+
+    validating_polls: int = 0
+    running_polls: int = 0
+    finalizing_polls: int = 0
+    end: str = "completed"
+    done_share: float = 1.0
+    line_error_rate: float = 0.0
+    line_error: tuple[int, str, str] = (500, "server_error", "The server had an error while processing your request.")
+    failure: tuple[str, str] = ("invalid_request", "The model 'standin-translator' is not supported by the Batch API.")
+    seed: int = 0
+
+    def states(self) -> list[str]:
+        ending = ["cancelling"] if self.end == "cancelled" else ["finalizing"] * self.finalizing_polls
+        running = [] if self.end == "failed" else ["in_progress"] * self.running_polls + ending
+        return ["validating"] * self.validating_polls + running + [self.end]
+
+
+_LINE_ENDS = {"expired": ("batch_expired", "This request could not be executed before the completion window expired."),
+              "cancelled": ("batch_cancelled", "This request was cancelled before it could be executed.")}
 
 
 class Lexicon:
@@ -172,26 +233,36 @@ class Stats:
     followups: int = 0  # chat requests that continue a conversation after our reply (re-asks)
     requested: Counter = field(default_factory=Counter)
     in_flight: int = 0  # requests being answered (not held)
+    probes: int = 0  # structured requests that ask for no items (a client finding out what it may ask)
+    refused: Counter = field(default_factory=Counter)  # response format type -> requests refused for it
+    without_max_tokens: int = 0  # chat requests that set no max_tokens
+    batch_replies: Counter = field(default_factory=Counter)  # custom_id -> batch lines answered (and so paid)
 
 
 class StandinServer:
     """Run with `with StandinServer(...) as srv:`; `srv.base_url` is the OpenAI base URL."""
 
     def __init__(self, lexicon: Lexicon | None = None, *, latency_s: float = 0.0, faults: Faults | None = None,
-                 json_schema_supported: bool = True, batch_polls: int = 1, model: str = "standin-translator") -> None:
+                 refusals: dict[str, Refusal] | None = None, batch: BatchScript | None = None,
+                 model: str = "standin-translator", check_model: bool = False, api_key: str | None = None) -> None:
         self.lexicon = lexicon or Lexicon()
         self.latency_s = latency_s
         self.faults = faults or Faults()
-        self.json_schema_supported = json_schema_supported
-        self.batch_polls = batch_polls
+        self.refusals = refusals or {}  # response format type -> how it is refused
+        self.batch = batch or BatchScript()
         self.model = model
+        self.check_model = check_model  # answer only `model` (else any name, as llama.cpp does)
+        self.api_key = api_key  # when set, any other bearer token gets 401
+        self.context_tokens: int | None = None  # when set, longer messages get 400 context_length_exceeded
         self.stats = Stats()
         self.hold_after: int | None = None  # after this many good replies, hold further requests
         self.release = threading.Event()
         self._lock = threading.Lock()
         self._seen: Counter = Counter()
+        self._line_attempts: Counter = Counter()  # custom_id -> batch lines run for it
         self._files: dict[str, bytes] = {}
         self._batches: dict[str, dict] = {}
+        self._batch_states: dict[str, list[str]] = {}  # batch id -> the states its next polls will see
         self._httpd = _Server(("127.0.0.1", 0), self._handler())
         self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
 
@@ -223,10 +294,13 @@ class StandinServer:
 
     def answer(self, body: dict, *, faulty: str | None = None, count: bool = True) -> dict:
         """The completion for a request body; `faulty` spoils its content ('malformed', 'schema')."""
-        if "response_format" not in body:
-            return self._completion(body, self.lexicon.reply(body["messages"][-1]["content"]))
         user_msgs = [m["content"] for m in body["messages"] if m["role"] == "user"]
         first, last = user_msgs[0], user_msgs[-1]
+        fmt = body.get("response_format") or {}
+        if _probe(body):
+            return self._completion(body, json.dumps(_instance(fmt.get("schema") or fmt.get("json_schema", {}).get("schema"))))
+        if not _BLOCK.search(first):
+            return self._completion(body, self.lexicon.reply(body["messages"][-1]["content"]))
         block = json.loads(_BLOCK.search(first).group(1))
         lang = _CODE.search(first).group(1)
         asked = set(_IDS.findall(last)) if last is not first else set()
@@ -265,13 +339,20 @@ class StandinServer:
                 with self._lock:
                     for it in items:
                         self.stats.answered[(lang, it["id"])] += 1
+        if not fmt:  # asked in the prompt only: a chat model wraps its JSON in prose and a fence
+            text = f"Here is the JSON you asked for:\n```json\n{text}\n```"
         return self._completion(body, text)
 
     def _completion(self, body: dict, text: str) -> dict:
+        """A chat completion of `text`, cut off at the request's max_tokens (four characters a token)."""
+        limit = body.get("max_tokens")
+        cut = limit is not None and len(text) // 4 > limit
+        text = text[: 4 * limit] if cut else text
         return {
             "id": "chatcmpl-" + uuid.uuid4().hex[:24], "object": "chat.completion", "created": int(time.time()),
             "model": self.model,
-            "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": text}}],
+            "choices": [{"index": 0, "finish_reason": "length" if cut else "stop",
+                         "message": {"role": "assistant", "content": text}}],
             "usage": {"prompt_tokens": len(json.dumps(body["messages"])) // 4, "completion_tokens": len(text) // 4,
                       "total_tokens": len(json.dumps(body["messages"])) // 4 + len(text) // 4},
         }
@@ -301,21 +382,42 @@ class StandinServer:
             def _body(self) -> bytes:
                 return self.rfile.read(int(self.headers.get("Content-Length") or 0))
 
+            @property
+            def route(self) -> str:
+                return self.path.split("?", 1)[0]
+
+            def _refused(self) -> bool:
+                """Answer 404 off /v1 (as FastAPI servers do) and 401 to a wrong key; True when it did."""
+                if not self.route.startswith("/v1/"):
+                    self._json(404, {"detail": "Not Found"})
+                    return True
+                if srv.api_key is not None and self.headers.get("Authorization") != f"Bearer {srv.api_key}":
+                    self._json(401, {"error": {"message": "Incorrect API key provided: sk-***.", "type": "invalid_request_error",
+                                               "param": None, "code": "invalid_api_key"}})
+                    return True
+                return False
+
             def do_POST(self) -> None:
                 raw = self._body()
-                if self.path.endswith("/chat/completions"):
+                if self._refused():
+                    return
+                if self.route == "/v1/chat/completions":
                     return self._chat(raw)
-                if self.path.endswith("/files"):
+                if self.route == "/v1/files":
                     return self._upload(raw)
-                if self.path.endswith("/batches"):
+                if self.route == "/v1/batches":
                     return self._create_batch(json.loads(raw))
-                self._json(404, {"error": {"message": f"no route {self.path}"}})
+                self._json(404, {"error": {"message": f"Invalid URL (POST {self.path})", "type": "invalid_request_error"}})
 
             def do_GET(self) -> None:
-                m = re.search(r"/batches/([^/]+)$", self.path)
+                if self._refused():
+                    return
+                if self.route == "/v1/models":
+                    return self._json(200, {"object": "list", "data": [{"id": srv.model, "object": "model", "owned_by": "standin"}]})
+                m = re.search(r"^/v1/batches/([^/]+)$", self.route)
                 if m:
                     return self._get_batch(m.group(1))
-                m = re.search(r"/files/([^/]+)/content$", self.path)
+                m = re.search(r"^/v1/files/([^/]+)/content$", self.route)
                 if m and m.group(1) in srv._files:
                     data = srv._files[m.group(1)]
                     self.send_response(200)
@@ -324,17 +426,32 @@ class StandinServer:
                     self.end_headers()
                     self.wfile.write(data)
                     return
-                self._json(404, {"error": {"message": f"no route {self.path}"}})
+                self._json(404, {"error": {"message": f"Invalid URL (GET {self.path})", "type": "invalid_request_error"}})
 
             def _chat(self, raw: bytes) -> None:
                 body = json.loads(raw)
+                fmt = (body.get("response_format") or {}).get("type")
                 with srv._lock:
                     srv.stats.calls += 1
                     srv.stats.followups += any(m["role"] == "assistant" for m in body["messages"])
-                fmt = (body.get("response_format") or {}).get("type")
-                if fmt == "json_schema" and not srv.json_schema_supported:
-                    return self._json(400, {"error": {"message": "response_format json_schema is not supported by this server",
-                                                      "type": "invalid_request_error"}})
+                    srv.stats.without_max_tokens += "max_tokens" not in body
+                    srv.stats.probes += _probe(body)
+                    if fmt in srv.refusals:
+                        srv.stats.refused[fmt] += 1
+                if srv.check_model and body.get("model") != srv.model:
+                    return self._json(404, {"error": {"message": f"The model `{body.get('model')}` does not exist or you do "
+                                                                 "not have access to it.", "type": "invalid_request_error",
+                                                      "param": None, "code": "model_not_found"}})
+                if fmt in srv.refusals:
+                    return self._json(srv.refusals[fmt].status, srv.refusals[fmt].body)
+                prompt = len(json.dumps(body["messages"])) // 4
+                if srv.context_tokens is not None and prompt > srv.context_tokens:
+                    asked = prompt + body.get("max_tokens", 0)
+                    return self._json(400, {"error": {
+                        "message": f"This model's maximum context length is {srv.context_tokens} tokens. However, you "
+                                   f"requested {asked} tokens ({prompt} in the messages, {asked - prompt} in the completion). "
+                                   "Please reduce the length of the messages or completion.",
+                        "type": "invalid_request_error", "param": "messages", "code": "context_length_exceeded"}})
                 with srv._lock:  # decide and count in one step, so "nothing in flight" is exact
                     held = srv.hold_after is not None and srv.stats.ok >= srv.hold_after
                     if not held:
@@ -388,40 +505,94 @@ class StandinServer:
                         data = part.get_payload(decode=True)
                     elif name == "purpose":
                         purpose = part.get_payload(decode=True).decode()
-                fid = "file-" + uuid.uuid4().hex[:20]
-                srv._files[fid] = data
-                self._json(200, {"id": fid, "object": "file", "bytes": len(data), "created_at": int(time.time()),
-                                 "filename": "requests.jsonl", "purpose": purpose, "status": "processed"})
+                self._json(200, srv._file(data, purpose))
 
             def _create_batch(self, req: dict) -> None:
                 bid = "batch_" + uuid.uuid4().hex[:20]
+                lines = [line for line in srv._files[req["input_file_id"]].decode().splitlines() if line.strip()]
                 srv._batches[bid] = {
-                    "id": bid, "object": "batch", "endpoint": req["endpoint"], "input_file_id": req["input_file_id"],
-                    "completion_window": req["completion_window"], "status": "in_progress",
-                    "created_at": int(time.time()), "polls": 0,
+                    "id": bid, "object": "batch", "endpoint": req["endpoint"], "errors": None,
+                    "input_file_id": req["input_file_id"], "completion_window": req["completion_window"],
+                    "status": "validating", "output_file_id": None, "error_file_id": None, "created_at": int(time.time()),
+                    "request_counts": {"total": len(lines), "completed": 0, "failed": 0}, "metadata": None,
                 }
-                self._json(200, {k: v for k, v in srv._batches[bid].items() if k != "polls"})
+                srv._batch_states[bid] = srv.batch.states()
+                self._json(200, srv._batches[bid])
 
             def _get_batch(self, bid: str) -> None:
                 batch = srv._batches.get(bid)
                 if batch is None:
-                    return self._json(404, {"error": {"message": "no such batch"}})
-                batch["polls"] += 1
-                if batch["status"] == "in_progress" and batch["polls"] >= srv.batch_polls:
-                    lines = []
-                    for line in srv._files[batch["input_file_id"]].decode().splitlines():
-                        if line.strip():
-                            req = json.loads(line)
-                            with srv._lock:
-                                srv.stats.calls += 1
-                            lines.append(json.dumps({"id": "req_" + uuid.uuid4().hex[:12], "custom_id": req["custom_id"],
-                                                     "response": {"status_code": 200, "body": srv.answer(req["body"])}}))
-                    out = "file-" + uuid.uuid4().hex[:20]
-                    srv._files[out] = ("\n".join(lines) + "\n").encode()
-                    batch.update(status="completed", output_file_id=out, completed_at=int(time.time()))
-                self._json(200, {k: v for k, v in batch.items() if k != "polls"})
+                    return self._json(404, {"error": {"message": f"No batch found with id '{bid}'.", "type": "invalid_request_error"}})
+                states = srv._batch_states[bid]
+                if states:
+                    batch["status"] = states.pop(0)
+                    if batch["status"] != "validating":
+                        batch[f"{batch['status']}_at"] = int(time.time())
+                    if not states:
+                        srv._finish_batch(batch)
+                self._json(200, batch)
 
         return Handler
+
+    def _file(self, data: bytes, purpose: str) -> dict:
+        fid = "file-" + uuid.uuid4().hex[:20]
+        self._files[fid] = data
+        return {"id": fid, "object": "file", "bytes": len(data), "created_at": int(time.time()),
+                "filename": "requests.jsonl", "purpose": purpose, "status": "processed"}
+
+    def _finish_batch(self, batch: dict) -> None:
+        """Run a batch's lines as its end says, and write its output and error files as the Batch API does."""
+        script = self.batch
+        if batch["status"] == "failed":
+            code, message = script.failure
+            batch["errors"] = {"object": "list", "data": [{"code": code, "message": message, "param": None, "line": None}]}
+            return
+        lines = [json.loads(line) for line in self._files[batch["input_file_id"]].decode().splitlines() if line.strip()]
+        done = len(lines) if batch["status"] == "completed" else int(script.done_share * len(lines))
+        out, errors = [], []
+        for n, req in enumerate(lines):
+            line = {"id": "batch_req_" + uuid.uuid4().hex[:20], "custom_id": req["custom_id"], "response": None, "error": None}
+            if n >= done:
+                code, message = _LINE_ENDS[batch["status"]]
+                errors.append({**line, "error": {"code": code, "message": message}})
+                continue
+            with self._lock:
+                self.stats.calls += 1
+                self._line_attempts[req["custom_id"]] += 1
+                attempt = self._line_attempts[req["custom_id"]]
+            h = hashlib.sha256(f"{script.seed}|{attempt}|{req['custom_id']}".encode()).digest()
+            if int.from_bytes(h[:8], "big") / 2**64 < script.line_error_rate:
+                status, kind, message = script.line_error
+                errors.append({**line, "response": {"status_code": status, "request_id": "req_" + uuid.uuid4().hex[:12],
+                                                    "body": {"error": {"message": message, "type": kind, "param": None,
+                                                                       "code": None}}}})
+                continue
+            with self._lock:
+                self.stats.batch_replies[req["custom_id"]] += 1
+            out.append({**line, "response": {"status_code": 200, "request_id": "req_" + uuid.uuid4().hex[:12],
+                                             "body": self.answer(req["body"])}})
+        for name, rows in (("output_file_id", out), ("error_file_id", errors)):
+            if rows:
+                batch[name] = self._file(("\n".join(json.dumps(r) for r in rows) + "\n").encode(), "batch_output")["id"]
+        batch["request_counts"] = {"total": len(lines), "completed": len(out), "failed": len(errors)}
+
+
+def _probe(body: dict) -> bool:
+    """A structured request that asks for no items: a client finding out which response formats it may use."""
+    fmt = (body.get("response_format") or {}).get("type")
+    first = next(m["content"] for m in body["messages"] if m["role"] == "user")
+    return fmt in ("json_schema", "json_object") and not _BLOCK.search(first)
+
+
+def _instance(schema: dict | None) -> object:
+    """The simplest value a JSON schema accepts (what the stand-in replies to a request asking for no items)."""
+    schema = schema or {}
+    kind = schema.get("type")
+    if "enum" in schema:
+        return schema["enum"][0]
+    if kind == "object":
+        return {name: _instance(sub) for name, sub in schema.get("properties", {}).items()}
+    return {"array": [], "string": "", "integer": 0, "number": 0, "boolean": True, "null": None}.get(kind, {})
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -17,9 +17,9 @@ from sqlalchemy import (
     UniqueConstraint,
 )
 
-SCHEMA_VERSION = 5  # 2: review projects and annotations (Label Studio); 3: sentence_reviews, m2c_tests, lexicon_forms,
+SCHEMA_VERSION = 6  # 2: review projects and annotations (Label Studio); 3: sentence_reviews, m2c_tests, lexicon_forms,
 # release_waivers; 4: review rows keyed by the Label Studio server's identity (column `server`), no longer by its URL;
-# 5: llm_claims
+# 5: llm_claims; 6: llm_endpoints, llm_calls.mode and .max_tokens, batches.failures
 
 # A review server's identity that is only its URL: rows recorded before identities (schema version 3
 # and older), and an external Label Studio that does not show its organization.
@@ -83,7 +83,7 @@ seed_translations = Table(
     UniqueConstraint("item_id", "lang", "translator"),
 )
 
-llm_calls = Table(  # written by builder.llm.cache, as are llm_cache and batches
+llm_calls = Table(  # written by builder.llm.cache, as are llm_cache, llm_endpoints and batches
     "llm_calls",
     metadata,
     Column("id", String(40), primary_key=True),
@@ -96,8 +96,20 @@ llm_calls = Table(  # written by builder.llm.cache, as are llm_cache and batches
     Column("tokens_in", Integer, nullable=False),
     Column("tokens_out", Integer, nullable=False),
     Column("latency_ms", Float, nullable=False),
-    Column("cost_usd", Float),
+    Column("cost_usd", Float),  # NULL: the model is not in the price table (reports count these as unknown)
     Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("mode", String(16)),  # the structured-output mode sent (builder.llm.modes), or "text"
+    Column("max_tokens", Integer),
+)
+
+llm_endpoints = Table(  # the structured-output mode each endpoint and model accepts, found once
+    "llm_endpoints",
+    metadata,
+    Column("endpoint", Text, primary_key=True),  # the base URL, redacted
+    Column("model", Text, primary_key=True),
+    Column("mode", String(16), nullable=False),
+    Column("refusals", JSON, nullable=False),  # stronger mode -> the server's words refusing it
+    Column("probed_at", DateTime(timezone=True), nullable=False),
 )
 
 llm_cache = Table(
@@ -201,7 +213,8 @@ batches = Table(
     Column("input_file_id", Text, nullable=False),
     Column("request_keys", JSON, nullable=False),
     Column("created_at", DateTime(timezone=True), nullable=False),
-    Column("collected_at", DateTime(timezone=True)),
+    Column("collected_at", DateTime(timezone=True)),  # NULL while the batch is open
+    Column("failures", JSON),  # request key -> {"reason", "final"} for the lines that came back without a reply
 )
 
 review_projects = Table(

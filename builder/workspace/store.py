@@ -167,8 +167,8 @@ _KEYED_BY_URL = ("review_projects", "review_annotations", "sentence_reviews")  #
 def _migrate(engine: Engine) -> None:
     """Bring an older workspace to this schema in one transaction, then record the new version.
 
-    New tables are created. Review rows that versions 2 and 3 keyed by the Label Studio server's URL
-    are re-keyed by the identity `SERVER_BY_URL + url`; the next push or pull that reaches the server
+    New tables are created and new nullable columns added. Review rows that versions 2 and 3 keyed by
+    the Label Studio server's URL are re-keyed by the identity `SERVER_BY_URL + url`; the next push or pull that reaches the server
     which holds them gives them that server's identity (`builder.reviews.adopt_server`), because only
     the server can tell which of the URLs it answered on over time were its own.
     """
@@ -180,6 +180,7 @@ def _migrate(engine: Engine) -> None:
                 table = t.metadata.tables[name]
                 conn.execute(table.update().values(server=literal(t.SERVER_BY_URL) + table.c.server))
         t.metadata.create_all(conn)
+        add_missing_columns(conn, t.metadata.sorted_tables)
         conn.execute(t.meta.update().where(t.meta.c.key == "schema_version").values(value=str(t.SCHEMA_VERSION)))
 
 
@@ -207,6 +208,17 @@ def upsert_replace(conn: Connection, table: Table, rows: list[dict[str, Any]]) -
     keys = [c.name for c in table.primary_key.columns]
     columns = {name: stmt.excluded[name] for name in rows[0] if name not in keys}
     conn.execute(stmt.on_conflict_do_update(index_elements=keys, set_=columns), rows)
+
+
+def add_missing_columns(conn: Connection, tables) -> None:
+    """Add the (nullable) columns a newer schema gave these existing tables; rows keep NULL in them."""
+    existing = inspect(conn)
+    for table in tables:
+        have = {c["name"] for c in existing.get_columns(table.name)}
+        for column in table.columns:
+            if column.name not in have:
+                kind = column.type.compile(dialect=conn.dialect)
+                conn.execute(text(f"ALTER TABLE {table.name} ADD COLUMN {column.name} {kind}"))
 
 
 class Workspace:
