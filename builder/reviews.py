@@ -26,7 +26,7 @@ from datetime import datetime, timezone
 from typing import Literal
 
 from pydantic import field_validator, model_validator
-from sqlalchemy import select
+from sqlalchemy import case, func, select
 from sqlalchemy.engine import Connection
 
 from builder.agreement import Agreement, agreement as measure_agreement
@@ -378,12 +378,20 @@ def current_pairs(ws: Workspace, lang: str) -> dict[str, dict]:
     return {r["pair_id"]: {**r, "version": _pair_version(r["acceptable"], r["unacceptable"])} for r in rows}
 
 
+def _versions(ws: Workspace, lang: str) -> dict[str, str]:
+    """pair id -> the version of its current sentences (two columns read, where `current_pairs` reads whole rows)."""
+    sp = t.sentence_pairs
+    with ws.engine.connect() as conn:
+        rows = conn.execute(select(sp.c.pair_id, sp.c.acceptable, sp.c.unacceptable).where(sp.c.lang == lang))
+        return {pair_id: _pair_version(a, u) for pair_id, a, u in rows}
+
+
 def sentence_decisions(ws: Workspace, lang: str) -> dict[str, SentenceReview]:
     """pair id -> the latest curator decision on the pair's current sentences.
 
     A decision counts only for the version of the pair it was made on: when a rejected pair is
     regenerated, the old decision stops applying and the new sentences wait for review."""
-    current = current_pairs(ws, lang)
+    current = _versions(ws, lang)
     a, s = t.review_annotations, t.sentence_reviews
     rows = ws.rows(
         select(a.c.item_id, a.c.decision, a.c.reviewer, a.c.comment, a.c.annotation_id, s.c.version, s.c.acceptable,
@@ -394,7 +402,7 @@ def sentence_decisions(ws: Workspace, lang: str) -> dict[str, SentenceReview]:
     )
     out: dict[str, SentenceReview] = {}
     for r in rows:
-        if r["item_id"] in current and current[r["item_id"]]["version"] == r["version"]:
+        if current.get(r["item_id"]) == r["version"]:
             out[r["item_id"]] = SentenceReview(pair_id=r["item_id"], lang=lang, decision=r["decision"],
                                                acceptable=r["acceptable"], unacceptable=r["unacceptable"],
                                                reviewer=r["reviewer"], comment=r["comment"], annotation_id=r["annotation_id"])
@@ -406,46 +414,70 @@ def rejected_pairs(ws: Workspace, lang: str) -> dict[str, str]:
     return {pid: d.comment for pid, d in sentence_decisions(ws, lang).items() if d.decision == "reject"}
 
 
-def _store_sentences(c: Connection, a: Annotation) -> dict:
-    """Store the sentences an annotation left, on the version of the pair fixed at its first pull."""
-    e, s = a.sentences, t.sentence_reviews
-    key = (s.c.annotation_id == a.annotation_id) & (s.c.url == a.url)
-    prior = c.execute(select(s.c.version).where(key)).scalar_one_or_none()
-    final = (e.acceptable or e.draft_acceptable, e.unacceptable or e.draft_unacceptable)
-    values = dict(pair_id=a.item_id, lang=a.lang, version=prior or e.version, acceptable=final[0], unacceptable=final[1])
-    if prior is None:
-        c.execute(t.sentence_reviews.insert().values(annotation_id=a.annotation_id, url=a.url, **values))
-    else:
-        c.execute(t.sentence_reviews.update().where(key).values(**values))
-    return dict(proposal_id=None, final_text=f"{final[0]}\n{final[1]}",
-                edit_distance=edit_distance(e.draft_acceptable, final[0]) + edit_distance(e.draft_unacceptable, final[1]))
-
-
 # -- recording a pull ---------------------------------------------------------------------------------------
 
 
-def _store(c: Connection, a: Annotation, *, first: bool) -> None:
-    """Insert (first pull) or update one annotation with its lineage and the text it leaves."""
-    ra = t.review_annotations
-    key = (ra.c.annotation_id == a.annotation_id) & (ra.c.url == a.url)
+def _chunks(ids: list, size: int = 500) -> Iterable[list]:
+    """Ids in groups small enough for one `IN (…)` on every database."""
+    return (ids[i:i + size] for i in range(0, len(ids), size))
+
+
+def _lineage(a: Annotation, proposal: tuple[int, str] | None, version: str | None) -> tuple[dict, dict | None]:
+    """An annotation's lineage columns (the proposal it stays on, the text it leaves, the edits from the draft)
+    and, for sentences, its `sentence_reviews` values, on `version` when an earlier pull fixed one."""
     if a.translation is not None:
-        # An annotation made before a re-proposal keeps the proposal it was made on.
-        proposal_id = a.translation.proposal_id if first else c.execute(select(ra.c.proposal_id).where(key)).scalar_one()
-        draft = c.execute(select(t.proposals.c.text).where(t.proposals.c.id == proposal_id)).scalar_one()
+        proposal_id, draft = proposal
         final = a.translation.text or draft
-        lineage = dict(proposal_id=proposal_id, final_text=final, edit_distance=edit_distance(draft, final))
-    elif a.sentences is not None:
-        lineage = _store_sentences(c, a)
-    else:
-        final = a.forms.text or a.forms.draft
-        lineage = dict(proposal_id=None, final_text=final, edit_distance=edit_distance(a.forms.draft, final))
-    row = dict(stage=a.stage, lang=a.lang, item_id=a.item_id, task_id=a.task_id, decision=a.decision, comment=a.comment,
-               reviewer=a.reviewer, cancelled=a.cancelled, lead_time_s=a.lead_time_s, created_at=a.created_at,
-               updated_at=a.updated_at, **lineage)
-    if first:
-        c.execute(t.review_annotations.insert().values(annotation_id=a.annotation_id, url=a.url, **row))
-    else:
-        c.execute(t.review_annotations.update().where(key).values(**row))
+        return dict(proposal_id=proposal_id, final_text=final, edit_distance=edit_distance(draft, final)), None
+    if a.sentences is not None:
+        e = a.sentences
+        left = (e.acceptable or e.draft_acceptable, e.unacceptable or e.draft_unacceptable)
+        lineage = dict(proposal_id=None, final_text=f"{left[0]}\n{left[1]}",
+                       edit_distance=edit_distance(e.draft_acceptable, left[0]) + edit_distance(e.draft_unacceptable, left[1]))
+        return lineage, dict(pair_id=a.item_id, lang=a.lang, version=version or e.version, acceptable=left[0], unacceptable=left[1])
+    final = a.forms.text or a.forms.draft
+    return dict(proposal_id=None, final_text=final, edit_distance=edit_distance(a.forms.draft, final)), None
+
+
+def _store(c: Connection, url: str, pulled: list[tuple[Annotation, bool]]) -> None:
+    """Insert (first pull) or update annotations, each with its lineage and the text it leaves.
+
+    What an annotation stays on was fixed at its first pull: the proposal (translations) and the version of the
+    pair (sentences) are read back for the annotations seen before, and the drafts for all, in a few queries;
+    new annotations are inserted together, so a pull of many costs a handful of statements, not several each."""
+    ra, s = t.review_annotations, t.sentence_reviews
+    seen = [a.annotation_id for a, first in pulled if not first]
+    kept_proposal: dict[int, int] = {}
+    kept_version: dict[int, str] = {}
+    for ids in _chunks(seen):
+        kept_proposal |= dict(c.execute(select(ra.c.annotation_id, ra.c.proposal_id)
+                                        .where(ra.c.url == url, ra.c.annotation_id.in_(ids))).all())
+        kept_version |= dict(c.execute(select(s.c.annotation_id, s.c.version)
+                                       .where(s.c.url == url, s.c.annotation_id.in_(ids))).all())
+    # An annotation made before a re-proposal keeps the proposal it was made on.
+    proposal_of = {a.annotation_id: a.translation.proposal_id if first else kept_proposal[a.annotation_id]
+                   for a, first in pulled if a.translation is not None}
+    drafts: dict[int, str] = {}
+    for ids in _chunks(sorted(set(proposal_of.values()))):
+        drafts |= dict(c.execute(select(t.proposals.c.id, t.proposals.c.text).where(t.proposals.c.id.in_(ids))).all())
+    inserts: dict = {ra: [], s: []}
+    for a, first in pulled:
+        proposal_id = proposal_of.get(a.annotation_id)
+        proposal = None if proposal_id is None else (proposal_id, drafts[proposal_id])
+        lineage, sentences = _lineage(a, proposal, kept_version.get(a.annotation_id))
+        row = dict(stage=a.stage, lang=a.lang, item_id=a.item_id, task_id=a.task_id, decision=a.decision, comment=a.comment,
+                   reviewer=a.reviewer, cancelled=a.cancelled, lead_time_s=a.lead_time_s, created_at=a.created_at,
+                   updated_at=a.updated_at, **lineage)
+        for table, values, stored in ((ra, row, not first), (s, sentences, a.annotation_id in kept_version)):
+            if values is None:
+                continue
+            if stored:
+                c.execute(table.update().where(table.c.annotation_id == a.annotation_id, table.c.url == a.url).values(**values))
+            else:
+                inserts[table].append(dict(annotation_id=a.annotation_id, url=a.url, **values))
+    for table, rows in inserts.items():
+        if rows:
+            c.execute(table.insert(), rows)
 
 
 def _decide_forms(ws: Workspace, a: Annotation, counts: dict[str, int]) -> None:
@@ -476,21 +508,23 @@ def record_pull(ws: Workspace, url: str, annotations: Iterable[Annotation]) -> P
              for r in ws.rows(select(ra.c.annotation_id, ra.c.updated_at).where(ra.c.url == url))}
     summary = PullSummary()
     tables: list[Annotation] = []
+    pulled: list[tuple[Annotation, bool]] = []  # each new or changed annotation, and whether it is new
+    for a in annotations:
+        if a.url != url:
+            raise ValueError(f"annotation {a.annotation_id} comes from {a.url}, not from the pulled server {url}")
+        if known.get(a.annotation_id) == a.updated_at:
+            summary.unchanged += 1
+            continue
+        pulled.append((a, a.annotation_id not in known))
+        if a.annotation_id in known:
+            summary.updated += 1
+        else:
+            summary.new += 1
+        known[a.annotation_id] = a.updated_at
+        if a.forms is not None and a.decision:
+            tables.append(a)
     with ws.transaction() as c:
-        for a in annotations:
-            if a.url != url:
-                raise ValueError(f"annotation {a.annotation_id} comes from {a.url}, not from the pulled server {url}")
-            if known.get(a.annotation_id) == a.updated_at:
-                summary.unchanged += 1
-                continue
-            _store(c, a, first=a.annotation_id not in known)
-            if a.annotation_id in known:
-                summary.updated += 1
-            else:
-                summary.new += 1
-            known[a.annotation_id] = a.updated_at
-            if a.forms is not None and a.decision:
-                tables.append(a)
+        _store(c, url, pulled)
     for lang in sorted({p.lang for p in review_projects(ws, url) if p.stage in ("translation", "adjudication")}):
         _decide_translations(ws, lang, summary)
     for a in sorted(tables, key=lambda a: a.updated_at):
@@ -515,9 +549,11 @@ def curators(ws: Workspace, lang: str) -> set[str]:
 def _annotation_counts(ws: Workspace, stage: str, lang: str) -> dict:
     """Who annotated a stage's tasks in a language, how many annotations, how many were skipped."""
     ra = t.review_annotations
-    anns = ws.rows(select(ra.c.reviewer, ra.c.cancelled).where(ra.c.lang == lang, ra.c.stage == stage))
-    return {"reviewers": sorted({r["reviewer"] for r in anns}), "annotations": len(anns),
-            "skipped": sum(1 for r in anns if r["cancelled"])}
+    mine = (ra.c.lang == lang, ra.c.stage == stage)
+    counts = ws.rows(select(func.count().label("n"), func.count(case((ra.c.cancelled.is_(True), 1))).label("skipped"))
+                     .where(*mine))[0]
+    return {"reviewers": sorted(r["reviewer"] for r in ws.rows(select(ra.c.reviewer).where(*mine).distinct())),
+            "annotations": counts["n"], "skipped": counts["skipped"]}
 
 
 def _counts(decided: Iterable[str], vocabulary: tuple[str, ...]) -> dict[str, int]:
@@ -528,7 +564,9 @@ def _counts(decided: Iterable[str], vocabulary: tuple[str, ...]) -> dict[str, in
 def _stage_status(ws: Workspace, stage: str, lang: str) -> dict:
     if stage == "sentences":
         decided = sentence_decisions(ws, lang)
-        return {"pending": len(current_pairs(ws, lang)) - len(decided),
+        sp = t.sentence_pairs
+        pairs = ws.rows(select(func.count().label("n")).where(sp.c.lang == lang))[0]["n"]
+        return {"pending": pairs - len(decided),
                 **_counts((d.decision for d in decided.values()), SENTENCE_DECISIONS)}
     if stage == "inflections":
         rows = sorted(ws.rows(_decided_annotations(stage, lang)), key=lambda r: r["updated_at"])
