@@ -162,6 +162,7 @@ class Stats:
     followups: int = 0  # chat requests that continue a conversation after our reply (re-asks)
     requested: Counter = field(default_factory=Counter)
     in_flight: int = 0  # requests being answered (not held)
+    peak_in_flight: int = 0  # the most requests answered at once: what a client's concurrency limit must bound
 
 
 class StandinServer:
@@ -327,6 +328,7 @@ class StandinServer:
                     held = srv.hold_after is not None and srv.stats.ok >= srv.hold_after
                     if not held:
                         srv.stats.in_flight += 1
+                        srv.stats.peak_in_flight = max(srv.stats.peak_in_flight, srv.stats.in_flight)
                 if held:
                     srv.release.wait(timeout=60)
                     self.close_connection = True
