@@ -47,6 +47,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from itertools import pairwise
 from pathlib import Path
 
 CONCEPTS, PROPERTIES, GROUPS = 521, 3_600, 12_335  # 4 negatives a group: 49,340 pairs at size 1
@@ -55,6 +56,7 @@ TEAM_SERVER = "http://label-studio.example.org"  # where the other languages' se
 SYLLABLES = ("ka", "lo", "mi", "ru", "te", "za", "po", "ne", "vi", "su", "da", "fe", "go", "hu", "ji", "ba")
 STAGES = ("status", "push", "pull", "review_status", "publish", "republish", "load", "diff", "direct")
 FLAG = 1.3
+MAX_NEGATIVE_OFFSET = 12  # how far (in concepts) seed_files puts a negative from its acceptable concept
 
 
 def word(i: int) -> str:
@@ -67,7 +69,11 @@ def word(i: int) -> str:
 
 
 def shape(size: float) -> tuple[int, int, int]:
-    return round(CONCEPTS * size), round(PROPERTIES * size), round(GROUPS * size)
+    n_c = round(CONCEPTS * size)
+    if n_c <= MAX_NEGATIVE_OFFSET:  # a negative would wrap round to its own acceptable concept
+        raise SystemExit(f"size {size} gives {n_c} concepts; a negative is up to {MAX_NEGATIVE_OFFSET} concepts away "
+                         f"from its acceptable one, so the size must be at least {(MAX_NEGATIVE_OFFSET + 1) / CONCEPTS:.3f}")
+    return n_c, round(PROPERTIES * size), round(GROUPS * size)
 
 
 # -- the workspace ------------------------------------------------------------------------------------------
@@ -85,7 +91,7 @@ def seed_files(folder: Path, size: float) -> None:
             p, k = g % n_p, g // n_p
             a = (7 * p + 131 * k) % n_c
             for j, neg in enumerate(types):
-                u = (a + 1 + j + 4 * (p % 3)) % n_c
+                u = (a + 1 + j + 4 * (p % 3)) % n_c  # 1 to MAX_NEGATIVE_OFFSET concepts on
                 f.write(json.dumps({"property": props[p], "acceptable_concept": concepts[a], "unacceptable_concept": concepts[u],
                                     "negative_sample_type": neg, "prefix_acceptable": f"a {concepts[a]}",
                                     "prefix_unacceptable": f"a {concepts[u]}", "property_phrase": f"{props[p]}.",
@@ -198,7 +204,7 @@ def synthesise(directory: Path, size: float) -> dict:
     ws.close()
     return {"pairs": summary.pairs, "items": summary.concepts + summary.properties, "languages": len(langs) + 1,
             "translate_requests": requests, "annotations": annotation_id,
-            "laps": {name: round(end - start, 1) for (_, start), (name, end) in zip(marks, marks[1:])}}
+            "laps": {name: round(end - start, 1) for (_, start), (name, end) in pairwise(marks)}}
 
 
 def change(directory: Path) -> dict:
@@ -229,7 +235,7 @@ def change(directory: Path) -> dict:
 
 
 def _kib(field: str) -> int:
-    return int(re.search(rf"^{field}:\s+(\d+) kB", Path("/proc/self/status").read_text(), re.M).group(1))
+    return int(re.search(rf"^{field}:\s+(\d+) kB", Path("/proc/self/status").read_text(), re.MULTILINE).group(1))
 
 
 def stage(name: str, root: Path) -> dict:
@@ -343,7 +349,8 @@ SETUPS = {"status": _status, "review_status": _review_status, "push": _push, "pu
 
 
 def child(*args: str) -> dict:
-    proc = subprocess.run([sys.executable, __file__, *args], capture_output=True, text=True)
+    proc = subprocess.run([sys.executable, __file__, *args], capture_output=True, text=True, check=False)
+    # a failure ends the bench with the child's own error, not a traceback of ours
     if proc.returncode:
         raise SystemExit(f"{' '.join(args)} failed:\n{proc.stderr[-4000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
