@@ -39,8 +39,12 @@ llama-cpp: install
 test: install label-studio llama-cpp
 	$(PY) -m pytest -q
 
-bench: install
+bench: install label-studio $(VENV)/.bench-installed
 	@for f in bench/*.py; do echo "== $$f"; $(PY) $$f || exit 1; done
+
+$(VENV)/.bench-installed: $(VENV)/.installed
+	$(VENV)/bin/pip install -q -e '.[bench]'
+	touch $@
 
 clean:
 	rm -rf $(VENV) demo-workspace .pytest_cache

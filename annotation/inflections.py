@@ -11,13 +11,10 @@ from __future__ import annotations
 
 import re
 
-from sqlalchemy import select
-
-from annotation.tasks import task_hash, textarea
+from annotation.tasks import call_models, task_hash, textarea
 from builder.m2c.fills import Need
 from builder.m2c.lexicon import list_forms
 from builder.reviews import FormsEdit
-from builder.workspace import schema as t
 from builder.workspace.store import Workspace
 
 STAGE = "inflections"
@@ -26,7 +23,7 @@ _LINE = re.compile(r"^\s*(\S+)\s+(.+?)\s*$")
 
 def inflection_tasks(ws: Workspace, lang: str) -> list[dict]:
     rows = list_forms(ws, lang, status="proposed")
-    models = {r["id"]: r["model"] for r in ws.rows(select(t.llm_calls.c.id, t.llm_calls.c.model))}
+    models = call_models(ws, lang)
     by_lemma: dict[str, list[dict]] = {}
     for r in rows:
         by_lemma.setdefault(r["lemma"], []).append(r)

@@ -22,7 +22,7 @@ from annotation import inflections, judge, sentences
 from annotation.configs import CONFIGS
 from annotation.instructions import instructions
 from annotation.server import Connection
-from annotation.tasks import parse_annotation, task_hash, textarea
+from annotation.tasks import call_models, parse_annotation, task_hash, textarea
 from builder import reviews
 from builder.languages import SEED_LANGUAGES, registry
 from builder.reviews import Annotation, PullSummary, ReviewProject, TranslationEdit
@@ -109,7 +109,7 @@ def translation_tasks(ws: Workspace, lang: str) -> list[dict]:
     english = {r["id"]: (r["english"], r.get("category")) for r in ws.rows(select(t.concepts))}
     english |= {r["id"]: (r["english"], None) for r in ws.rows(select(t.properties))}
     seed = seeds(ws, SEED_LANGUAGES)
-    models = {r["id"]: r["model"] for r in ws.rows(select(t.llm_calls.c.id, t.llm_calls.c.model))}
+    models = call_models(ws, lang)
     tasks = []
     for item_id, p in sorted(latest.items()):
         if item_id in done:

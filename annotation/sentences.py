@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from sqlalchemy import select
 
-from annotation.tasks import task_hash, textarea
+from annotation.tasks import call_models, task_hash, textarea
 from builder.languages import SOURCE_LANGUAGE
 from builder.reviews import SentenceEdit, current_pairs, sentence_decisions
 from builder.selection import verified
@@ -35,7 +35,7 @@ def sentence_tasks(ws: Workspace, lang: str) -> list[dict]:
     pairs = {r["id"]: r for r in ws.rows(select(t.pairs))}
     english = current_pairs(ws, SOURCE_LANGUAGE)
     words = {item: w["text"] for item, w in verified(ws, lang).items()}
-    models = {r["id"]: r["model"] for r in ws.rows(select(t.llm_calls.c.id, t.llm_calls.c.model))}
+    models = call_models(ws, lang)
     tasks = []
     for pair_id, sp in sorted(current_pairs(ws, lang).items()):
         if pair_id in decided:

@@ -4,9 +4,11 @@
   prefix trees so each distinct prefix runs once, the output layer's log-sum-exp once per distinct
   prefix, all 8 variants and the accuracy table); also its scoring alone (`Scorer.score`, summed per
   sentence: what minicons returns), reported as `scores_only_*`;
-- minicons: `IncrementalLMScorer.sequence_score` on both sentences of every pair, summed
-  log-probabilities with BOS (the tool COMPS used), given the same batch size as ours, and also
-  batches of 32 (whichever is faster is the baseline);
+- minicons: `IncrementalLMScorer.sequence_score` on each unique sentence once, as ours and the floor
+  score them (an acceptable sentence is shared by its negatives: scoring both sentences of every pair
+  would make minicons score 846 sentences where the others score 517), summed log-probabilities with
+  BOS (the tool COMPS used), given the same batch size as ours, and also batches of 32 (whichever is
+  faster is the baseline);
 - floor: one forward pass per unique sentence, no padding, nothing else.
 All three must agree on the full-sentence log-probabilities. Each way is timed best of N (10 on the
 toy, whose runs of tens of milliseconds vary most; 3 on the real shape), on one thread (the machine
@@ -16,7 +18,7 @@ The models: the tests' toy (trained here; hidden 64, 2 layers, a 512-token vocab
 per-call overheads dominate), and a tiny model of a real model's proportions (hidden 256, 4 layers,
 random weights, the same tokenizer with the output layer widened to 32,000 entries, as in Llama 2
 and Mistral), where the output layer is most of the work, as it is in real models.
-minicons is not a project dependency: `pip install minicons` into the environment to run this.
+minicons is not a project dependency: the `bench` extra installs it (`pip install -e '.[bench]'`, or `make bench`).
 Target: at least 3x faster than minicons, at most 1.3x the floor.
 Ends with one line: BENCH direct_scoring key=value ...
 """
@@ -34,7 +36,7 @@ from transformers import LlamaForCausalLM
 try:
     from minicons.scorer import IncrementalLMScorer
 except ImportError:
-    raise SystemExit("bench/direct_scoring.py compares with minicons, which is not a project dependency: pip install minicons")
+    raise SystemExit("bench/direct_scoring.py compares with minicons, which the bench extra installs: pip install -e '.[bench]'")
 
 from builder.languages import registry
 from evaluate.direct import Direct
@@ -86,11 +88,10 @@ def measure(name: str, loaded, pairs, repeats: int) -> dict[str, float]:
 
     def minicons(size: int):
         def run():
-            sentences = [*pairs["acceptable_sentence"], *pairs["unacceptable_sentence"]]
             scores = []
-            for i in range(0, len(sentences), size):
-                scores += mc.sequence_score(sentences[i : i + size], bos_token=True, reduction=lambda x: x.sum(0).item())
-            return dict(zip(sentences, scores))
+            for i in range(0, len(unique), size):
+                scores += mc.sequence_score(unique[i : i + size], bos_token=True, reduction=lambda x: x.sum(0).item())
+            return dict(zip(unique, scores))
         return run
 
     t_floor, ref = best_of(floor, repeats)

@@ -9,7 +9,7 @@ from collections.abc import Collection
 from datetime import datetime
 
 from pydantic import BaseModel
-from sqlalchemy import func, select
+from sqlalchemy import case, func, select
 
 from builder.audits import OverlapRow, overlap_report
 from builder.flags import Flag, flag_counts, list_flags
@@ -40,16 +40,18 @@ class FlaggedItem(Flag):
 
 
 def status(ws: Workspace, codes: list[str]) -> list[LanguageStatus]:
+    """Counted by the database, a handful of rows per language, however large the workspace."""
     n_items = ws.count(t.concepts) + ws.count(t.properties)
     n_pairs = ws.count(t.pairs)
-    verified = Counter(r["lang"] for r in ws.rows(select(t.verified_words.c.lang)))
-    proposed_rows = ws.rows(
-        select(t.proposals.c.lang, t.proposals.c.item_id, t.proposals.c.ambiguous)
-        .distinct()
-    )
-    verified_keys = {(r["lang"], r["item_id"]) for r in ws.rows(select(t.verified_words.c.lang, t.verified_words.c.item_id))}
-    open_proposals = Counter(r["lang"] for r in proposed_rows if (r["lang"], r["item_id"]) not in verified_keys)
-    ambiguous = Counter(r["lang"] for r in proposed_rows if r["ambiguous"] and (r["lang"], r["item_id"]) not in verified_keys)
+    vw, pr = t.verified_words, t.proposals
+    verified = Counter({r["lang"]: r["n"] for r in ws.rows(select(vw.c.lang, func.count().label("n")).group_by(vw.c.lang))})
+    open_items = (select(pr.c.lang, func.count(func.distinct(pr.c.item_id)).label("open"),
+                         func.count(func.distinct(case((pr.c.ambiguous.is_(True), pr.c.item_id)))).label("ambiguous"))
+                  .select_from(pr.outerjoin(vw, (vw.c.item_id == pr.c.item_id) & (vw.c.lang == pr.c.lang)))
+                  .where(vw.c.item_id.is_(None)).group_by(pr.c.lang))
+    rows = ws.rows(open_items)
+    open_proposals = Counter({r["lang"]: r["open"] for r in rows})  # items proposed and not verified yet
+    ambiguous = Counter({r["lang"]: r["ambiguous"] for r in rows})
     flags = flag_counts(ws)
     sentences = {
         (r["lang"], r["status"]): r["n"]

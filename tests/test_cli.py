@@ -4,11 +4,14 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import dataclass
 
 import pandas as pd
+import pytest
 from sqlalchemy import select
 from typer.testing import CliRunner
 
+from annotation import server as ls_server
 from builder import releases
 from builder.cli import app
 from builder.llm.cache import LLMCache
@@ -23,69 +26,123 @@ def cli(*args, env=None):
     return runner.invoke(app, list(args), env=env, catch_exceptions=False)
 
 
-def _demo(tmp_path, *flags):
+def _demo(directory, *flags):
     env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
-    return subprocess.run([sys.executable, "-m", "builder.cli", "demo", "-w", str(tmp_path / "demo"), *flags],
+    return subprocess.run([sys.executable, "-m", "builder.cli", "demo", "-w", str(directory), *flags],
                           env=env, capture_output=True, text=True, timeout=900)
 
 
-def test_demo_stops_at_review_then_runs_the_whole_loop_on_the_recording(tmp_path):
-    """The main job with no endpoint configured: every LLM reply comes from the bundled recording."""
+# The main job runs once per session, in the steps a user can take: the tests below share it, each step run by
+# the first test that needs it, so no test carries the whole job.
+
+
+@dataclass
+class StoppedDemo:
+    run: subprocess.CompletedProcess
+    released: bool  # whether the workspace held a release when it stopped
+
+
+@pytest.fixture(scope="session")
+def demo_dir(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("demo") / "demo"
+    yield directory
+    ls_server.stop(directory)  # the demo leaves its Label Studio running for the curators
+
+
+@pytest.fixture(scope="session")
+def demo_stopped(demo_dir) -> StoppedDemo:
+    """No endpoint configured and no --auto-review: every LLM reply comes from the bundled recording, and the
+    job stops where curators must act."""
+    run = _demo(demo_dir)
+    return StoppedDemo(run, (demo_dir / "releases").exists())
+
+
+@pytest.fixture(scope="session")
+def demo_released(demo_dir, demo_stopped) -> subprocess.CompletedProcess:
+    """The same command with --auto-review and --no-eval: the scripted curator decides, and the job goes on to the release."""
+    return _demo(demo_dir, "--auto-review", "--no-eval")
+
+
+@pytest.fixture(scope="session")
+def demo_done(demo_dir, demo_released) -> subprocess.CompletedProcess:
+    """Once more with --auto-review: it resumes at the release and evaluates it."""
+    return _demo(demo_dir, "--auto-review")
+
+
+def _llm_rows(cache: LLMCache, stmt) -> list[dict]:
+    with cache.engine.connect() as conn:
+        return [dict(r._mapping) for r in conn.execute(stmt)]
+
+
+def test_demo_without_auto_review_stops_where_curators_must_act_and_says_how_to_go_on(demo_stopped):
+    first = demo_stopped.run
+    assert first.returncode == 0, first.stderr
+    assert "the recording bundled with the sample" in first.stdout and "wait for curators" in first.stdout
+    assert not demo_stopped.released
+
+
+def test_demo_runs_the_whole_loop_on_the_recording_into_a_release(demo_released, demo_dir):
+    released = demo_released
+    assert released.returncode == 0, released.stderr
+    assert "report:" not in released.stdout and not (demo_dir / "eval").exists()  # --no-eval: it stops at the release
+    ws = open_workspace(demo_dir)
+    calls = ws.rows(select(t.llm_calls.c.source, t.llm_calls.c.stage))
+    assert calls and {c["source"] for c in calls} == {"recording"}
+    assert {c["stage"] for c in calls} >= {"translate", "generate", "fill"}
+    words = ws.rows(select(t.verified_words.c.reviewer).where(t.verified_words.c.origin == "review"))
+    assert words and {w["reviewer"] for w in words} == {"demo-curator@builder.local"}
+    rows = ws.rows(select(t.sentence_pairs.c.lang, t.sentence_pairs.c.pair_id))
+    per_lang = {lang: {r["pair_id"] for r in rows if r["lang"] == lang} for lang in {r["lang"] for r in rows}}
+    assert set(per_lang) == {"en", "de", "zh", "ar", "ja", "ru", "vi"}
+    assert len({frozenset(v) for v in per_lang.values()}) == 1  # parallel items join on pair id
+    release = demo_dir / "releases"
+    configs = releases.configs(release, "0.1.0")
+    assert set(per_lang) <= set(configs) and {"m2c_de", "m2c_ru", "m2c_zh", "m2c_en"} <= set(configs)
+    assert len(releases.load(release, "0.1.0", "ar")) == len(per_lang["ar"])
+    ws.close()
+
+
+def test_demo_evaluates_the_release_and_reports_it(demo_done, demo_dir):
+    done = demo_done
+    assert done.returncode == 0, done.stderr
+    assert "re-using it" in done.stdout  # the release the step before published
+    report = demo_dir / "eval" / "0.1.0" / "report.html"
+    assert "report:" in done.stdout and "report.html" in done.stdout
+    html = report.read_text(encoding="utf-8")
+    assert "toy model" in html
+    for section in ("Cross-lingual consistency", "M2C question answering"):
+        assert section in html
+    plots = sorted((report.parent / "plots").glob("*.png"))
+    assert len(plots) >= 6 and all(p.stat().st_size > 1000 for p in plots)
+    # The toy cannot translate: self-translation is the LLM's, replayed from the recording too.
+    llm_report = report.parent / "llm" / "report.html"
+    assert str(llm_report.relative_to(demo_dir)) in done.stdout
+    llm_html = llm_report.read_text(encoding="utf-8")
+    assert "Self-translation consistency" in llm_html and "recorded replies (recording.jsonl)" in llm_html
+    assert (llm_report.parent / "plots" / "selftranslate_consistency.png").stat().st_size > 1000
+    assert (report.parent / "llm" / "llm-cache.sqlite").is_file() and not (report.parent / "llm" / "workspace.sqlite").exists()
+    llm_cache = LLMCache.open(report.parent / "llm" / "llm-cache.sqlite")
+    llm_calls = _llm_rows(llm_cache, select(t.llm_calls.c.source, t.llm_calls.c.stage))
+    llm_cache.close()
+    assert llm_calls and {c["source"] for c in llm_calls} == {"recording"}
+    assert {c["stage"] for c in llm_calls} == {"selftranslate: translation", "selftranslate: answer"}
+    summary = pd.read_parquet(report.parent / "llm" / "selftranslate_summary.parquet")
+    assert set(summary["lang"]) == {"de", "zh", "ar", "ja", "ru", "vi"} and (summary["bleu"].dropna() > 50).all()
+
+
+def test_resuming_the_finished_demo_costs_nothing_and_changes_nothing(demo_done, demo_dir):
+    assert demo_done.returncode == 0, demo_done.stderr
+    ws = open_workspace(demo_dir)
+    llm_cache = LLMCache.open(demo_dir / "eval" / "0.1.0" / "llm" / "llm-cache.sqlite")
     try:
-        first = _demo(tmp_path)  # no --auto-review: it stops where curators must act, and says how to go on
-        assert first.returncode == 0, first.stderr
-        assert "the recording bundled with the sample" in first.stdout and "wait for curators" in first.stdout
-        assert not (tmp_path / "demo" / "releases").exists()
-        done = _demo(tmp_path, "--auto-review")
-        assert done.returncode == 0, done.stderr
-        ws = open_workspace(tmp_path / "demo")
-        calls = ws.rows(select(t.llm_calls.c.source, t.llm_calls.c.stage))
-        assert calls and {c["source"] for c in calls} == {"recording"}
-        assert {c["stage"] for c in calls} >= {"translate", "generate", "fill"}
-        words = ws.rows(select(t.verified_words.c.reviewer).where(t.verified_words.c.origin == "review"))
-        assert words and {w["reviewer"] for w in words} == {"demo-curator@builder.local"}
-        rows = ws.rows(select(t.sentence_pairs.c.lang, t.sentence_pairs.c.pair_id))
-        per_lang = {lang: {r["pair_id"] for r in rows if r["lang"] == lang} for lang in {r["lang"] for r in rows}}
-        assert set(per_lang) == {"en", "de", "zh", "ar", "ja", "ru", "vi"}
-        assert len({frozenset(v) for v in per_lang.values()}) == 1  # parallel items join on pair id
-        release = tmp_path / "demo" / "releases"
-        configs = releases.configs(release, "0.1.0")
-        assert set(per_lang) <= set(configs) and {"m2c_de", "m2c_ru", "m2c_zh", "m2c_en"} <= set(configs)
-        assert len(releases.load(release, "0.1.0", "ar")) == len(per_lang["ar"])
-        report = tmp_path / "demo" / "eval" / "0.1.0" / "report.html"
-        assert "report:" in done.stdout and "report.html" in done.stdout
-        html = report.read_text(encoding="utf-8")
-        assert "toy model" in html
-        for section in ("Cross-lingual consistency", "M2C question answering"):
-            assert section in html
-        plots = sorted((report.parent / "plots").glob("*.png"))
-        assert len(plots) >= 6 and all(p.stat().st_size > 1000 for p in plots)
-        # The toy cannot translate: self-translation is the LLM's, replayed from the recording too.
-        llm_report = report.parent / "llm" / "report.html"
-        assert str(llm_report.relative_to(tmp_path / "demo")) in done.stdout
-        llm_html = llm_report.read_text(encoding="utf-8")
-        assert "Self-translation consistency" in llm_html and "recorded replies (recording.jsonl)" in llm_html
-        assert (llm_report.parent / "plots" / "selftranslate_consistency.png").stat().st_size > 1000
-        assert (report.parent / "llm" / "llm-cache.sqlite").is_file() and not (report.parent / "llm" / "workspace.sqlite").exists()
-        llm_cache = LLMCache.open(report.parent / "llm" / "llm-cache.sqlite")
-
-        def llm_rows(stmt):
-            with llm_cache.engine.connect() as conn:
-                return [dict(r._mapping) for r in conn.execute(stmt)]
-
-        llm_calls = llm_rows(select(t.llm_calls.c.source, t.llm_calls.c.stage))
-        assert llm_calls and {c["source"] for c in llm_calls} == {"recording"}
-        assert {c["stage"] for c in llm_calls} == {"selftranslate: translation", "selftranslate: answer"}
-        summary = pd.read_parquet(report.parent / "llm" / "selftranslate_summary.parquet")
-        assert set(summary["lang"]) == {"de", "zh", "ar", "ja", "ru", "vi"} and (summary["bleu"].dropna() > 50).all()
-        # Resuming the finished demo costs nothing and changes nothing.
-        again = _demo(tmp_path, "--auto-review")
+        calls, llm_calls = len(ws.rows(select(t.llm_calls.c.id))), len(_llm_rows(llm_cache, select(t.llm_calls.c.id)))
+        again = _demo(demo_dir, "--auto-review")
         assert again.returncode == 0 and "re-using it" in again.stdout
-        assert len(ws.rows(select(t.llm_calls.c.id))) == len(calls)
-        assert len(llm_rows(select(t.llm_calls.c.id))) == len(llm_calls)
+        assert len(ws.rows(select(t.llm_calls.c.id))) == calls
+        assert len(_llm_rows(llm_cache, select(t.llm_calls.c.id))) == llm_calls
     finally:
-        subprocess.run([sys.executable, "-m", "builder.cli", "review", "stop", "-w", str(tmp_path / "demo")],
-                       capture_output=True, timeout=60)
+        llm_cache.close()
+        ws.close()
 
 
 def test_status_json_counts_per_language_and_stage(tmp_path):

@@ -1,6 +1,8 @@
 """The LLM client against the stand-in server over real HTTP, through the real `openai` SDK."""
 
 import asyncio
+import threading
+import time
 
 import httpx2
 import openai
@@ -125,8 +127,8 @@ def test_items_in_a_dry_run_are_deferred_not_flagged(ws, make_client, server):
 
 @pytest.mark.parametrize("kind", ["429", "500", "drop", "slow"])
 def test_transient_faults_are_retried(ws, make_client, server, kind):
-    server.faults = Faults(rate=0.6, kinds=(kind,), seed=3, slow_s=1.0)
-    client = make_client(ws, timeout_s=0.3)
+    server.faults = Faults(rate=0.6, kinds=(kind,), seed=3, slow_s=8.0)
+    client = make_client(ws, timeout_s=2.0)  # a slow reply takes 8 s; a busy machine answers the others in far less than 2
     reply = ask(client)
     assert reply.value is not None
     assert client.stats.retries == server.stats.faults[kind] > 0
@@ -151,22 +153,30 @@ def test_backoff_honours_retry_after_and_is_jittered_otherwise(ws, server):
 
 
 def test_concurrency_limit_is_respected(ws, make_client, server):
-    server.latency_s = 0.2
-    client = make_client(ws, concurrency=4)
+    """The stand-in answers only once four requests are in flight together, then takes 0.2 s, and records the
+    most it ever held: a client that sends fewer at a time stalls here, one that sends more shows a higher peak."""
+    together = threading.Barrier(4, timeout=60)
+    answer = server.answer
+
+    def answer_in_fours(body, **kw):
+        together.wait()
+        time.sleep(0.2)  # time for a fifth request to arrive, were the client to send one
+        return answer(body, **kw)
+
+    client = make_client(ws, concurrency=4, timeout_s=120)
     reqs = [_req(code) for code in ("fr", "es", "ca", "nl", "el", "hu", "tr", "ko")]
 
     async def go():
         try:
+            await client.structured_mode()  # the endpoint's probe, answered alone, before the requests
+            server.answer = answer_in_fours
             return await asyncio.gather(*(client.ask(r, TranslationBatch) for r in reqs))
         finally:
             await client.aclose()
 
-    import time
-    start = time.perf_counter()
     replies = asyncio.run(go())
-    elapsed = time.perf_counter() - start
     assert all(r.value for r in replies)
-    assert 0.4 <= elapsed < 1.2  # 8 requests, 4 at a time, 0.2 s each: two waves (sequential: 1.6 s)
+    assert server.stats.calls - server.stats.probes == 8 and server.stats.peak_in_flight == 4  # two waves of four
 
 
 def test_secret_key_is_not_in_settings_repr_or_records(ws, make_client, server):

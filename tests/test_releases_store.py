@@ -1,14 +1,21 @@
-"""Atomic, immutable publishing under crashes and kills, and the Hub upload (faked: no Hub here)."""
+"""Atomic, immutable publishing under crashes and kills, and the Hub: upload and load (an in-memory Hub: none here)."""
 
 from __future__ import annotations
 
+import fnmatch
 import os
 import subprocess
 import sys
 from pathlib import Path
+from unittest.mock import create_autospec
 
+import httpx2
+import huggingface_hub
 import huggingface_hub.constants
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
+from huggingface_hub import errors as hub_errors, hf_api
 from typer.testing import CliRunner
 
 import builder.releases as releases
@@ -16,7 +23,7 @@ from builder.cli import app
 from builder.releases import layout
 from builder.releases.hub import HubError, upload
 from builder.releases.publish import PublishRequest, publish
-from builder.releases.store import ReleaseStore, sha256
+from builder.releases.store import ReleaseStore, StoreError, sha256
 from builder.releases.verify import verify
 
 pytest_plugins = ["release_fixtures"]
@@ -96,29 +103,74 @@ def test_a_killed_publisher_leaves_either_no_version_or_a_whole_one(demo_ws, tmp
     assert store.versions()[-1] in ("1.1.0", "1.2.0") and len(store.versions()) == (2 if point == "check_commit" else 3)
 
 
-class FakeHub:
-    """Stands in for the Hugging Face Hub API (which cannot be reached here) and records what it was asked."""
+class Hub:
+    """An in-memory Hugging Face Hub (which cannot be reached here) behind an autospec of the installed `HfApi`.
 
-    def __init__(self, tags=()):
-        self.tags = list(tags)
-        self.calls = []
-        self.uploaded: dict[str, str] = {}
+    Calls go through `create_autospec`, so a call that the installed huggingface_hub's signatures no longer
+    accept fails here as it would against the real client. The Hub keeps repositories, commits and tags and
+    fails as the real one documents: `RepositoryNotFoundError` for an unknown repository, 409 for an existing
+    tag, `RevisionNotFoundError` and `RemoteEntryNotFoundError` for downloads."""
 
-    def list_repo_refs(self, repo_id, repo_type):
-        self.calls.append(("list_repo_refs", repo_id, repo_type))
-        return type("Refs", (), {"tags": [type("Ref", (), {"name": n})() for n in self.tags]})()
+    def __init__(self, downloads: Path) -> None:
+        self.commits: dict[str, dict[str, bytes]] = {}  # oid -> path -> contents
+        self.repos: dict[str, dict] = {}  # repo id -> {"head": oid | None, "tags": {tag: oid}}
+        self.downloads = downloads
+        self.api = create_autospec(huggingface_hub.HfApi, instance=True, spec_set=True)
+        for name in ("list_repo_refs", "create_repo", "upload_folder", "create_tag", "hf_hub_download"):
+            getattr(self.api, name).side_effect = getattr(self, name)
 
-    def create_repo(self, repo_id, repo_type, exist_ok):
-        self.calls.append(("create_repo", repo_id, repo_type, exist_ok))
+    @staticmethod
+    def _error(cls, status: int, message: str):
+        return cls(message, response=httpx2.Response(status, request=httpx2.Request("GET", "https://huggingface.co/api")))
 
-    def upload_folder(self, *, repo_id, folder_path, repo_type, commit_message, delete_patterns):
+    def _repo(self, repo_id: str) -> dict:
+        if repo_id not in self.repos:
+            raise self._error(hub_errors.RepositoryNotFoundError, 404, f"Repository Not Found for url: {repo_id}")
+        return self.repos[repo_id]
+
+    def list_repo_refs(self, repo_id, *, repo_type=None, **_):
+        tags = [hf_api.GitRefInfo(name=tag, ref=f"refs/tags/{tag}", target_commit=oid)
+                for tag, oid in self._repo(repo_id)["tags"].items()]
+        return hf_api.GitRefs(branches=[], converts=[], tags=tags)
+
+    def create_repo(self, repo_id, *, repo_type=None, exist_ok=False, **_):
+        if repo_id in self.repos and not exist_ok:
+            raise self._error(hub_errors.HfHubHTTPError, 409, f"You already created this dataset repo: {repo_id}")
+        self.repos.setdefault(repo_id, {"head": None, "tags": {}})
+        return hf_api.RepoUrl(f"https://huggingface.co/datasets/{repo_id}")
+
+    def upload_folder(self, *, repo_id, folder_path, repo_type=None, commit_message=None, delete_patterns=None, **_):
+        repo = self._repo(repo_id)
+        files = dict(self.commits[repo["head"]]) if repo["head"] else {}
+        for pattern in [delete_patterns] if isinstance(delete_patterns, str) else delete_patterns or []:
+            files = {p: b for p, b in files.items() if not fnmatch.fnmatch(p, pattern)}
         folder = Path(folder_path)
-        self.uploaded = {str(p.relative_to(folder)): sha256(p.read_bytes()) for p in folder.rglob("*") if p.is_file()}
-        self.calls.append(("upload_folder", repo_id, repo_type, commit_message, tuple(delete_patterns)))
-        return type("Commit", (), {"oid": "abc123"})()
+        files |= {p.relative_to(folder).as_posix(): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+        oid = sha256(repr(sorted(files.items())).encode())[:40]
+        self.commits[oid], repo["head"] = files, oid
+        return hf_api.CommitInfo(commit_url=f"https://huggingface.co/datasets/{repo_id}/commit/{oid}",
+                                 commit_message=commit_message or "", commit_description="", oid=oid)
 
-    def create_tag(self, repo_id, *, tag, tag_message, revision, repo_type):
-        self.calls.append(("create_tag", repo_id, tag, revision, repo_type))
+    def create_tag(self, repo_id, *, tag, tag_message=None, revision=None, repo_type=None, exist_ok=False, **_):
+        repo = self._repo(repo_id)
+        if tag in repo["tags"] and not exist_ok:
+            raise self._error(hub_errors.HfHubHTTPError, 409, f"Tag {tag} already exists")
+        repo["tags"][tag] = revision or repo["head"]
+
+    def hf_hub_download(self, repo_id, filename, *, repo_type=None, revision=None, **_):
+        repo = self._repo(repo_id)
+        oid = repo["tags"].get(revision, revision if revision in self.commits else None) if revision else repo["head"]
+        if oid is None:
+            raise self._error(hub_errors.RevisionNotFoundError, 404, f"Invalid rev id: {revision}")
+        if filename not in self.commits[oid]:
+            raise self._error(hub_errors.RemoteEntryNotFoundError, 404, f"Entry Not Found: {filename}")
+        path = self.downloads / oid / filename
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(self.commits[oid][filename])
+        return str(path)
+
+    def files(self, repo_id: str, tag: str) -> dict[str, bytes]:
+        return self.commits[self.repos[repo_id]["tags"][tag]]
 
 
 def test_hub_upload_sends_the_version_and_tags_it_without_leaking_the_token(demo_ws, tmp_path, monkeypatch, caplog):
@@ -126,20 +178,51 @@ def test_hub_upload_sends_the_version_and_tags_it_without_leaking_the_token(demo
     monkeypatch.setenv("HF_TOKEN", SECRET)
     caplog.set_level("DEBUG")
     target = tmp_path / "releases"
-    hub = FakeHub()
-    res = publish(demo_ws, PublishRequest(target=target, version="1.0.0", hub="org/xcomps"), api=hub)
+    hub = Hub(tmp_path / "downloads")
+    res = publish(demo_ws, PublishRequest(target=target, version="1.0.0", hub="org/xcomps"), api=hub.api)
     assert res.hub_url == "https://huggingface.co/datasets/org/xcomps/tree/v1.0.0"
     man = releases.manifest(target, "1.0.0")
-    assert hub.uploaded == {**man["files"], "release.json": sha256((target / "release.json").read_bytes())}
-    assert ("upload_folder", "org/xcomps", "dataset", "Release 1.0.0", ("data/**",)) in hub.calls
-    assert hub.calls[-1] == ("create_tag", "org/xcomps", "v1.0.0", "abc123", "dataset")
+    uploaded = hub.files("org/xcomps", "v1.0.0")
+    assert {p: sha256(b) for p, b in uploaded.items()} == {**man["files"], "release.json": sha256((target / "release.json").read_bytes())}
+    upload_call = hub.api.upload_folder.call_args
+    assert (upload_call.kwargs["repo_id"], upload_call.kwargs["repo_type"], upload_call.kwargs["commit_message"],
+            upload_call.kwargs["delete_patterns"]) == ("org/xcomps", "dataset", "Release 1.0.0", ["data/**"])
+    assert hub.api.method_calls[-1][0] == "create_tag" and hub.repos["org/xcomps"]["tags"]["v1.0.0"] == hub.repos["org/xcomps"]["head"]
     git_text = subprocess.run(["git", "-C", str(target), "log", "--all", "-p", "--format=%B"], capture_output=True).stdout
     assert SECRET.encode() not in git_text and SECRET not in caplog.text
     assert all(SECRET.encode() not in p.read_bytes() for p in tmp_path.rglob("*") if p.is_file())
     # A version the Hub already has is refused before anything is written locally.
+    hub.api.create_tag("org/xcomps", tag="v1.1.0", repo_type="dataset")
     with pytest.raises(HubError, match="already has v1.1.0"):
-        publish(demo_ws, PublishRequest(target=target, version="1.1.0", hub="org/xcomps"), api=FakeHub(tags=["v1.1.0"]))
+        publish(demo_ws, PublishRequest(target=target, version="1.1.0", hub="org/xcomps"), api=hub.api)
     assert ReleaseStore(target).versions() == ["1.0.0"]
+
+
+def test_a_release_read_from_the_hub_is_checked_against_its_manifest_like_a_local_one(demo_ws, tmp_path, monkeypatch):
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setenv("HF_TOKEN", SECRET)
+    target, hub = tmp_path / "releases", Hub(tmp_path / "downloads")
+    publish(demo_ws, PublishRequest(target=target, version="1.0.0", hub="org/xcomps"), api=hub.api)
+    monkeypatch.setattr(huggingface_hub, "HfApi", lambda *args, **kwargs: hub.api)  # what the loader makes
+    assert releases.configs("org/xcomps", "latest") == releases.configs(target, "1.0.0")
+    from_hub, local = releases.load("org/xcomps", "1.0.0", "de"), releases.load(target, "1.0.0", "de")
+    assert from_hub.num_rows == 104 and from_hub.features == local.features
+    assert from_hub.data.table.equals(local.data.table)
+    assert [c.args[1] for c in hub.api.hf_hub_download.call_args_list if c.args[1].startswith("data/")] == \
+        [p for p in releases.manifest(target, "1.0.0")["files"] if p.startswith("data/de/")]
+    # A file changed on the Hub after publishing is refused, as it is from a local store.
+    files = hub.files("org/xcomps", "v1.0.0")
+    parquet = next(p for p in files if p.startswith("data/de/"))
+    table = pq.read_table(pa.BufferReader(files[parquet]))
+    rows = table.to_pylist()
+    rows[0]["acceptable_sentence"] = "Manipuliert."
+    doctored = pa.BufferOutputStream()
+    pq.write_table(pa.Table.from_pylist(rows, schema=table.schema), doctored)
+    files[parquet] = doctored.getvalue().to_pybytes()
+    with pytest.raises(StoreError, match=f"{parquet} in version 1.0.0 of org/xcomps does not match its checksum"):
+        releases.load("org/xcomps", "1.0.0", "de")
+    with pytest.raises(Exception, match="RevisionNotFoundError|Invalid rev id"):
+        releases.load("org/xcomps", "2.0.0", "de")
 
 
 def test_hub_in_offline_mode_or_without_a_token_is_a_clear_error_and_writes_nothing(demo_ws, tmp_path, monkeypatch):

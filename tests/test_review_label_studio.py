@@ -1,8 +1,11 @@
 """Review against a real Label Studio server started by the test suite (its own environment)."""
 
 import asyncio
+import http.client
+import http.server
+import re
 import threading
-import time
+import urllib.parse
 
 import pytest
 from sqlalchemy import select
@@ -123,39 +126,93 @@ def test_curator_loop_push_review_pull_repropose(sample_ws, server, label_studio
     assert (fr["accept"], fr["corrected"], fr["reject"]) == (2, 1, 0) and fr["reviewers"] == [ls_server.ADMIN_USER]
 
 
+class HoldingProxy:
+    """A loopback proxy in front of Label Studio: it forwards requests and answers as they are, and once the
+    server has answered `imports` task imports it holds the next one, never forwarding it, until `release`;
+    then it drops the connection, as a server that died mid-request does. `holding` is set while it holds."""
+
+    def __init__(self, upstream: str, imports: int) -> None:
+        self.upstream, self.imports = urllib.parse.urlsplit(upstream), imports
+        self.answered = 0
+        self.holding, self.release = threading.Event(), threading.Event()
+        self._lock = threading.Lock()
+        proxy = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *args) -> None:
+                pass
+
+            def _forward(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                importing = self.command == "POST" and re.search(r"/api/projects/\d+/import", self.path)
+                if importing:
+                    with proxy._lock:
+                        hold = proxy.answered >= proxy.imports
+                    if hold:
+                        proxy.holding.set()
+                        proxy.release.wait(timeout=120)
+                        self.close_connection = True
+                        return
+                upstream = http.client.HTTPConnection(proxy.upstream.hostname, proxy.upstream.port, timeout=120)
+                skip = {"host", "connection", "keep-alive", "transfer-encoding", "content-length"}
+                upstream.request(self.command, self.path, body, {k: v for k, v in self.headers.items() if k.lower() not in skip})
+                reply = upstream.getresponse()
+                data = reply.read()
+                upstream.close()
+                self.send_response(reply.status)
+                for k, v in reply.getheaders():
+                    if k.lower() not in skip:
+                        self.send_header(k, v)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+                if importing:
+                    with proxy._lock:
+                        proxy.answered += 1
+
+            do_GET = do_POST = do_PATCH = do_PUT = do_DELETE = _forward
+
+        self._httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._httpd.daemon_threads = True
+        threading.Thread(target=self._httpd.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self._httpd.server_address[1]}"
+
+    def close(self) -> None:
+        self.release.set()
+        self._httpd.shutdown()
+        self._httpd.server_close()
+
+
 def test_server_killed_mid_push_then_next_push_completes_without_duplicates(sample_ws, server, label_studio):
     ws = sample_ws
     ws_dir, _ = label_studio
     conn = ls_server.connect(ws_dir)  # the current server: an earlier test may have restarted it
     _translate(ws, server, ["ko"])
+    proxy = HoldingProxy(conn.url, imports=2)  # the server takes two chunks of ten, then dies with the third in flight
     errors = []
 
     def pushing():
         try:
-            push(ws, conn, "ko", chunk=10)
+            push(ws, ls_server.Connection(proxy.url, conn.token, conn.server), "ko", chunk=10)
         except Exception as exc:  # noqa: BLE001 - the server is killed under it
             errors.append(exc)
 
     th = threading.Thread(target=pushing)
     th.start()
-    deadline = time.monotonic() + 60
-    pid = None
-    while time.monotonic() < deadline:
-        rows = ws.rows(select(t.review_projects).where(t.review_projects.c.lang == "ko"))
-        if rows and len(_tasks(conn, rows[0]["project_id"])) >= 20:
-            pid = rows[0]["project_id"]
-            break
-        time.sleep(0.05)
-    ls_server.stop(ws_dir)  # kill it mid-push
-    th.join(timeout=60)
-    assert pid is not None and errors
+    try:
+        assert proxy.holding.wait(timeout=300), "the push never reached its third chunk"
+        ls_server.stop(ws_dir)  # kill it mid-push
+    finally:
+        proxy.close()
+        th.join(timeout=120)
+    assert errors and proxy.answered == 2
+    pid = ws.rows(select(t.review_projects).where(t.review_projects.c.lang == "ko"))[0]["project_id"]
     conn2 = ls_server.serve(ws_dir, log=lambda *a: None)
-    landed = len(_tasks(conn2, pid))
-    assert 20 <= landed < 193
+    assert len(_tasks(conn2, pid)) == 20  # exactly the two chunks the server answered
     s = push(ws, conn2, "ko")
     keys = [tk.data["item_key"] for tk in _tasks(conn2, pid)]
     assert len(keys) == len(set(keys)) == 193  # none lost, none duplicated
-    assert (s.created, s.unchanged) == (193 - landed, landed)
+    assert (s.created, s.unchanged) == (193 - 20, 20)
 
 
 def test_non_loopback_bind_needs_the_flag_and_the_token_is_never_logged(label_studio, tmp_path):

@@ -3,9 +3,12 @@ adjudication and agreement out. Proposals, sentences and inflection forms come f
 against the OpenAI-compatible stand-in server."""
 
 import asyncio
+import unicodedata
 from datetime import datetime, timedelta, timezone
 
 import pytest
+from hypothesis import given, settings, strategies as st
+from nltk.metrics.distance import edit_distance as levenshtein
 from sqlalchemy import select
 
 from builder import reviews
@@ -23,6 +26,7 @@ from builder.reviews import (
     TranslationEdit,
     record_pull,
 )
+from builder.textdiff import edit_distance
 from builder.translate import repropose, translate
 from builder.workspace import schema as t
 
@@ -227,3 +231,12 @@ def test_seed_words_are_recorded_once_and_only_as_source_or_seed(ws):
     assert _words(ws, "de")["c_1"]["text"] == "Toaster"
     with pytest.raises(ValueError, match="origin is source or seed, not 'review'"), ws.transaction() as c:
         reviews.record_seed_words(ws, c, [word.model_copy(update={"origin": "review"})])
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.text(alphabet="abcé\u0301 ", max_size=12), st.text(alphabet="abcé\u0301 ", max_size=12))
+def test_edit_distance_is_levenshtein_on_nfc_text(a, b):
+    """Trimming the common prefix and suffix first changes nothing (combining accents included); nltk's
+    Levenshtein distance is the reference."""
+    assert edit_distance(a, b) == levenshtein(unicodedata.normalize("NFC", a), unicodedata.normalize("NFC", b))
+    assert edit_distance(a, a) == 0

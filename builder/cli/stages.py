@@ -223,11 +223,13 @@ def demo(
     workspace: Path = typer.Option(Path("demo-workspace"), "--workspace", "-w", help="The demo's folder (re-running resumes)"),
     auto_review: bool = typer.Option(False, "--auto-review", help="A scripted curator accepts every draft through Label Studio's API"),
     model: Optional[str] = typer.Option(None, "--model", help="Evaluate this model [default: a toy trained on the spot]"),
+    evaluate: bool = typer.Option(True, "--eval/--no-eval", help="--no-eval stops after the release; the same command "
+                                  "without it goes on from there"),
 ) -> None:
     """The main job on the bundled sample: seeds, translation, review, sentences, M2C, release, evaluation, report."""
     from builder.cli.demo import run_demo
 
     try:
-        run_demo(workspace, out, auto_review=auto_review, model=model)
+        run_demo(workspace, out, auto_review=auto_review, model=model, evaluate=evaluate)
     except Exception as exc:  # noqa: BLE001 - any stage's failure ends as one line
         fail(exc)

@@ -237,6 +237,7 @@ class Stats:
     refused: Counter = field(default_factory=Counter)  # response format type -> requests refused for it
     without_max_tokens: int = 0  # chat requests that set no max_tokens
     batch_replies: Counter = field(default_factory=Counter)  # custom_id -> batch lines answered (and so paid)
+    peak_in_flight: int = 0  # the most requests answered at once: what a client's concurrency limit must bound
 
 
 class StandinServer:
@@ -456,6 +457,7 @@ class StandinServer:
                     held = srv.hold_after is not None and srv.stats.ok >= srv.hold_after
                     if not held:
                         srv.stats.in_flight += 1
+                        srv.stats.peak_in_flight = max(srv.stats.peak_in_flight, srv.stats.in_flight)
                 if held:
                     srv.release.wait(timeout=60)
                     self.close_connection = True

@@ -18,7 +18,6 @@ import yaml
 from builder.releases import versions as V
 from builder.releases.features import is_m2c
 from builder.releases.reading import HubSource, LocalSource, open_source
-from builder.releases.store import sha256
 
 TASK_TEMPLATE = {
     "output_type": "multiple_choice",
@@ -50,7 +49,7 @@ def export_lm_eval(source, version: str, out: Path, *, prefix: str = "xcomps") -
             if isinstance(src, HubSource):
                 task |= {"dataset_path": src.repo_id, "dataset_name": lang, "dataset_kwargs": {"revision": V.tag(v)}}
             else:
-                task |= {"dataset_path": "parquet", "dataset_kwargs": {"data_files": {"test": _copy(src, v, man, lang, tmp, out)}}}
+                task |= {"dataset_path": "parquet", "dataset_kwargs": {"data_files": {"test": _copy(src, v, lang, tmp, out)}}}
             task |= TASK_TEMPLATE | {"metadata": {"version": 1.0, "dataset_version": v, "language": lang}}
             written.append(_dump(tmp / f"{prefix}_{lang}.yaml", task))
         group = {"group": prefix, "task": [f"{prefix}_{lang}" for lang in langs],
@@ -66,15 +65,12 @@ def export_lm_eval(source, version: str, out: Path, *, prefix: str = "xcomps") -
     return [out / p.name for p in written]
 
 
-def _copy(src: LocalSource, version: str, man: dict, lang: str, tmp: Path, out: Path) -> list[str]:
-    paths = sorted(p for p in man["files"] if p.startswith(f"data/{lang}/"))
-    blobs = src.store.read(version, paths)
-    for p in paths:
-        if sha256(blobs[p]) != man["files"][p]:
-            raise ValueError(f"{p} in version {version} does not match its checksum")
+def _copy(src: LocalSource, version: str, lang: str, tmp: Path, out: Path) -> list[str]:
+    blobs = src.config_files(version, lang)
+    for p, data in blobs.items():
         (tmp / p).parent.mkdir(parents=True, exist_ok=True)
-        (tmp / p).write_bytes(blobs[p])
-    return [str(out / p) for p in paths]
+        (tmp / p).write_bytes(data)
+    return [str(out / p) for p in sorted(blobs)]
 
 
 def _dump(path: Path, obj: dict) -> Path:
