@@ -145,6 +145,8 @@ def test_card_manifest_and_croissant_describe_the_release(demo_ws, tmp_path):
     assert man["languages"] == [declared[c].model_dump() for c in ("ar", "de", "en", "ja", "ru", "vi", "zh")]
     carried = releases.languages(target, "1.0.0")
     assert carried.note is None and carried.by_code()["ja"] == declared["ja"] and carried.by_code()["ja"].typology == "agglutinative"
+    ja = carried.by_code()["ja"]  # the release carries both meta prompts
+    assert (ja.prompt("paper"), ja.prompt("corrected")) == (declared["ja"].meta_prompt, declared["ja"].corrected_meta_prompt)
 
     card = DatasetCard.load(target / "README.md")
     data = card.data.to_dict()
@@ -165,7 +167,8 @@ def test_card_manifest_and_croissant_describe_the_release(demo_ws, tmp_path):
     assert "No curator reviewed an item of this release in Label Studio." in body
     assert "`sample-recording`: generate 156 call(s), translate 40 call(s)" in body
     assert "| ja | Japanese | 日本語 | agglutinative | Isolate | Jpan | ltr | no |" in body
-    assert f"- **ja**: meta prompt `{declared['ja'].meta_prompt}`; generation notes: {declared['ja'].generation_notes}" in body
+    assert (f"- **ja**: meta prompt `{declared['ja'].meta_prompt}` (corrected: `{declared['ja'].corrected_meta_prompt}`); "
+            f"generation notes: {declared['ja'].generation_notes}") in body
     for cite in ("misra2023comps", "he2025xcomps", "hlavnova2023m2c", "ohmer2023multisense"):
         assert cite in body
     assert "### 1.0.0" in body and "first cut" in body
