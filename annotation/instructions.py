@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from html import escape
 
 from builder.records import Language
+from builder.reviews import ADJUDICATION
 
 
 @dataclass(frozen=True)
@@ -36,16 +37,11 @@ _TRANSLATION_CHECK = (
 )
 _TRANSLATION_COMMENT = "Comment (sent back to the LLM when you reject or mark ambiguous)"
 
-STAGES: dict[str, Stage] = {
+_REVIEWED: dict[str, Stage] = {
     "translation": Stage(
         heading="Translation into {lang}",
         intro="Each task is one English concept (a noun such as <i>bat</i>) or property (a predicate such as <i>is used "
               "for hitting a ball</i>). The LLM's proposal is already in the <b>Translation</b> box as an editable draft.",
-        check=_TRANSLATION_CHECK, decisions=_TRANSLATION_DECISIONS, comment=_TRANSLATION_COMMENT),
-    "adjudication": Stage(
-        heading="Adjudication of translations into {lang}",
-        intro="The curators of each item here disagreed; <b>Curators said</b> shows what each decided. Your decision "
-              "settles the item and is recorded under your name as the adjudicator.",
         check=_TRANSLATION_CHECK, decisions=_TRANSLATION_DECISIONS, comment=_TRANSLATION_COMMENT),
     "sentences": Stage(
         heading="Sentence pairs in {lang}",
@@ -85,6 +81,22 @@ STAGES: dict[str, Stage] = {
         },
         comment="Comment (kept with your verdict: say why)"),
 }
+# What each stage's adjudication is of, for its heading ("{lang}" as above).
+_ADJUDICATED = {"translation": "translations into {lang}", "sentences": "sentence pairs in {lang}",
+                "inflections": "inflection tables in {lang}", "judge": "the LLM judge's verdicts in {lang}"}
+
+
+def _adjudication(stage: str) -> Stage:
+    """A stage's adjudication: its check, decisions and comment, for the items its curators disagreed on."""
+    s = _REVIEWED[stage]
+    return Stage(heading=f"Adjudication of {_ADJUDICATED[stage]}",
+                 intro="The curators of each item here disagreed; <b>Curators said</b> shows what each decided. Your "
+                       "decision settles the item and is recorded under your name as the adjudicator.",
+                 check=s.check, decisions=s.decisions, comment=s.comment)
+
+
+STAGES: dict[str, Stage] = {name: stage for base, stage in _REVIEWED.items()
+                            for name, stage in ((base, stage), (ADJUDICATION[base], _adjudication(base)))}
 
 
 def heading(stage: str, lang: Language) -> str:

@@ -25,7 +25,7 @@ from annotation.server import Connection
 from annotation.tasks import call_models, parse_annotation, task_hash, textarea
 from builder import reviews
 from builder.languages import SEED_LANGUAGES, registry
-from builder.reviews import Annotation, PullSummary, ReviewProject, TranslationEdit
+from builder.reviews import ADJUDICATION, REVIEW_STAGES, Annotation, PullSummary, ReviewProject, TranslationEdit, base_stage
 from builder.selection import seeds, verified
 from builder.workspace import schema as t
 from builder.workspace.store import Workspace
@@ -127,17 +127,22 @@ def translation_tasks(ws: Workspace, lang: str) -> list[dict]:
     return tasks
 
 
-def adjudication_tasks(ws: Workspace, lang: str) -> list[dict]:
-    """A task per disagreement: the translation task plus what each curator said."""
-    base = {tk["data"]["item_id"]: tk for tk in translation_tasks(ws, lang)}
+def _opinion(a: dict) -> str:
+    """What one curator said, for the adjudicator: the decision, the text where they changed the draft, the comment."""
+    text = f" '{a['final_text'].replace(chr(10), ' / ')}'" if a["edit_distance"] else ""
+    return f"{a['reviewer']}: {a['decision']}{text}" + (f" ({a['comment']})" if a["comment"] else "")
+
+
+def adjudication_tasks(ws: Workspace, lang: str, stage: str = "translation") -> list[dict]:
+    """A task per disagreement on `stage`'s items: the stage's own task plus what each curator said."""
+    base = {tk["data"]["item_id"]: tk for tk in stage_tasks(ws, lang, stage)}
     tasks = []
-    for item, anns in sorted(reviews.disagreements(ws, lang).items()):
+    for item, anns in sorted(reviews.disagreements(ws, lang, stage).items()):
         if item not in base:
             continue
         data = dict(base[item]["data"])
-        data["item_key"] = f"adjudication:{lang}:{item}"
-        data["opinions"] = " | ".join(f"{a['reviewer']}: {a['decision']} '{a['final_text']}'"
-                                      + (f" ({a['comment']})" if a["comment"] else "") for a in anns)
+        data["item_key"] = f"{ADJUDICATION[stage]}:{lang}:{item}"
+        data["opinions"] = " | ".join(map(_opinion, anns))
         data.pop("hash", None)
         data["hash"] = task_hash(data)
         tasks.append({**base[item], "data": data})
@@ -153,19 +158,16 @@ def existing_tasks(ls: LabelStudio, project_id: int) -> dict[str, tuple[int, str
     return out
 
 
+TASKS = {"translation": translation_tasks, "sentences": sentences.sentence_tasks, "inflections": inflections.inflection_tasks,
+         "judge": judge.judge_tasks}
+
+
 def stage_tasks(ws: Workspace, lang: str, stage: str) -> list[dict]:
     """The tasks a stage wants reviewed now: each `{data, model, prediction}`, keyed by `data.item_key`."""
-    if stage == "translation":
-        return translation_tasks(ws, lang)
-    if stage == "adjudication":
-        return adjudication_tasks(ws, lang)
-    if stage == "sentences":
-        return sentences.sentence_tasks(ws, lang)
-    if stage == "inflections":
-        return inflections.inflection_tasks(ws, lang)
-    if stage == "judge":
-        return judge.judge_tasks(ws, lang)
-    raise ValueError(f"unknown review stage {stage!r}: translation, adjudication, sentences, inflections or judge")
+    if stage not in REVIEW_STAGES:
+        raise ValueError(f"unknown review stage {stage!r}: {', '.join(REVIEW_STAGES)}")
+    base = base_stage(stage)
+    return TASKS[base](ws, lang) if stage == base else adjudication_tasks(ws, lang, base)
 
 
 def push(ws: Workspace, conn: Connection, lang: str, *, stage: str = "translation", limit: int | None = None,
@@ -210,16 +212,15 @@ def _translation_edit(data: dict, fields: dict) -> TranslationEdit:
     return TranslationEdit(proposal_id=data["proposal_id"], text=fields.get("translation") or None)
 
 
-EDITS = {"translation": ("translation", _translation_edit), "adjudication": ("translation", _translation_edit),
-         "sentences": ("sentences", sentences.edit), "inflections": ("forms", inflections.edit),
-         "judge": ("sentences", judge.edit)}
+EDITS = {"translation": ("translation", _translation_edit), "sentences": ("sentences", sentences.edit),
+         "inflections": ("forms", inflections.edit), "judge": ("sentences", judge.edit)}  # by the stage an annotation decides
 
 
 def annotation_record(project: ReviewProject, task: dict, ann: dict, users: dict[int, str]) -> Annotation:
     """One exported annotation of `task` as the typed record the review owner takes."""
     fields = parse_annotation(ann)
     cancelled = bool(ann.get("was_cancelled"))
-    name, edit = EDITS[project.stage]
+    name, edit = EDITS[base_stage(project.stage)]
     return Annotation(
         stage=project.stage, lang=project.lang, item_id=task["data"]["item_id"], annotation_id=ann["id"], server=project.server,
         task_id=task["id"], decision=None if cancelled else fields.get("decision"), comment=fields.get("comment", ""),

@@ -11,12 +11,14 @@ import unicodedata
 from datetime import datetime
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 NegativeType = Literal["taxonomic", "overlap", "co-occurrence", "random"]
 NEGATIVE_TYPES: tuple[str, ...] = ("taxonomic", "overlap", "co-occurrence", "random")
 ItemKind = Literal["concept", "property"]
 Typology = Literal["analytic", "inflectional", "agglutinative"]
+PromptVariant = Literal["paper", "corrected"]  # which of a language's meta prompts an evaluation asks
+PROMPT_VARIANTS: tuple[str, ...] = ("paper", "corrected")
 
 
 def normalise(text: str) -> str:
@@ -58,18 +60,26 @@ class Language(Record):
     script: str = Field(pattern=r"^[A-Z][a-z]{3}$")
     direction: Literal["ltr", "rtl"] = "ltr"
     spaced: bool = True
-    meta_prompt: str | None = None
+    meta_prompt: str | None = None  # the paper's Figure 8 prompt, byte for byte where the paper has one
+    # The meta prompt with the paper's mistakes corrected (a yes/no question, broken agreement, Latin punctuation in
+    # a script with its own); None where the paper's prompt is right. Releases made before it existed lack it.
+    corrected_meta_prompt: str | None = None
     generation_notes: str = ""
     builtin: bool = True
 
-    @field_validator("meta_prompt")
+    @field_validator("meta_prompt", "corrected_meta_prompt")
     @classmethod
-    def _placeholders(cls, v: str | None) -> str | None:
+    def _placeholders(cls, v: str | None, info: ValidationInfo) -> str | None:
         if v is not None:
             missing = [p for p in ("{property}", "{word1}", "{word2}") if p not in v]
             if missing:
-                raise ValueError(f"meta_prompt lacks placeholder(s) {', '.join(missing)}")
+                raise ValueError(f"{info.field_name} lacks placeholder(s) {', '.join(missing)}")
         return v
+
+    def prompt(self, variant: PromptVariant = "paper") -> str | None:
+        """The meta prompt of `variant` ("paper" or "corrected"); the corrected variant is the paper's prompt
+        where that needed no correction."""
+        return (self.corrected_meta_prompt or self.meta_prompt) if variant == "corrected" else self.meta_prompt
 
 
 class Concept(Record):

@@ -2,20 +2,23 @@
 
 Decisions arrive through every channel — `builder accept` (`accept`), a Label Studio pull (typed
 `Annotation` records that `annotation` parses from the export, `record_pull`), an adjudication (an
-annotation of stage "adjudication") — and verified words also from the seeds (`record_seed_words`).
-This module alone writes `reviews`, `verified_words`, `review_annotations`, `sentence_reviews` and
-`review_projects`; decisions on inflection tables go to `builder.m2c.lexicon.verify_fills`, the writer
-of `lexicon_forms`, and decisions on the judge's verdicts (stage "judge": is a negative a false
-negative?) to the judge's flags through `builder.flags`.
+annotation of a stage's adjudication stage, `ADJUDICATION`) — and verified words also from the seeds
+(`record_seed_words`). This module alone writes `reviews`, `verified_words`, `review_annotations`,
+`sentence_reviews`, `table_reviews` and `review_projects`; decisions on inflection tables go to
+`builder.m2c.lexicon.verify_fills`, the writer of `lexicon_forms`, and decisions on the judge's verdicts
+(stage "judge": is a negative a false negative?) to the judge's flags through `builder.flags`.
 
-The rules it keeps:
-- an annotation stays on what it was made on: the proposal (translations) or the version of the pair
-  (sentences) recorded at its first pull, whatever its task shows later;
-- a decision counts only for the item's current version: its latest proposal, the pair's current sentences;
-- one curator decides alone; several must agree (decision and text), otherwise the item waits for
-  adjudication, whose decision wins and names the adjudicator.
-Agreement and adjudication are written over "opinions on the current version" (`_latest_opinions`,
-`_settle`), so sentence pairs and inflection tables can use them too.
+The rules it keeps, at every stage (translations, sentence pairs, inflection tables, the judge's verdicts):
+- an annotation stays on what it was made on: the proposal (translations), the version of the pair
+  (sentences, judge) or of the proposed table (inflections) recorded at its first pull, whatever its
+  task shows later;
+- a decision counts only for the item's current version: its latest proposal, the pair's current
+  sentences, the table waiting for review (or, once decided, the one reviewed last);
+- one curator decides alone; several decide together when they agree (on the decision, and on the text
+  where the decision leaves one), otherwise the item waits for adjudication, whose decision wins and
+  names the adjudicator.
+Agreement and adjudication are written once, over "each curator's latest opinion on the current
+version" (`opinions`, `_settle`), for every stage.
 """
 
 from __future__ import annotations
@@ -32,6 +35,8 @@ from sqlalchemy.engine import Connection
 
 from builder.agreement import Agreement, agreement as measure_agreement
 from builder.flags import clear_flags, list_flags, record_flags
+from builder.m2c import tables
+from builder.m2c.fills import Need
 from builder.m2c.lexicon import list_forms, verify_fills
 from builder.records import Record, VerifiedWord
 from builder.selection import verified
@@ -40,24 +45,44 @@ from builder.workspace import schema as t
 from builder.workspace.store import Workspace, now
 
 __all__ = [
-    "JUDGE_DECISIONS", "SENTENCE_DECISIONS", "TRANSLATION_DECISIONS",
+    "ADJUDICATION", "JUDGE_DECISIONS", "REVIEW_STAGES", "SENTENCE_DECISIONS", "TRANSLATION_DECISIONS",
     "AcceptSummary", "Annotation", "FormsEdit", "PullSummary", "RecordedByUrl", "ReviewProject", "SentenceEdit",
-    "SentenceReview", "TranslationEdit",
-    "accept", "adopt_server", "agreement", "curators", "current_pairs", "disagreements", "judge_decisions", "judge_pending",
-    "latest_proposals", "opinions", "record_pull", "record_seed_words", "recorded_by_url", "rejected_items",
-    "rejected_pairs", "remember_project", "review_project", "review_projects", "review_status", "sentence_decisions",
+    "SentenceReview", "StageAgreement", "TranslationEdit",
+    "accept", "adopt_server", "base_stage", "curators", "current_pairs", "current_tables", "decisions", "disagreements",
+    "judge_decisions", "judge_pending", "latest_proposals", "opinions", "record_pull", "record_seed_words",
+    "recorded_by_url", "rejected_items", "rejected_pairs", "remember_project", "review_project", "review_projects",
+    "review_status", "sentence_decisions", "stage_agreement",
 ]
 
-ReviewStage = Literal["translation", "adjudication", "sentences", "inflections", "judge"]
+ReviewStage = Literal["translation", "adjudication", "sentences", "adjudicate-pairs", "inflections", "adjudicate-forms",
+                      "judge", "adjudicate-judge"]
+# Each reviewed stage and the stage whose adjudicator settles its curators' disagreements (stage names fit
+# the 16 characters of the `stage` columns).
+ADJUDICATION: dict[str, str] = {"translation": "adjudication", "sentences": "adjudicate-pairs",
+                                "inflections": "adjudicate-forms", "judge": "adjudicate-judge"}
+REVIEW_STAGES: tuple[str, ...] = tuple(s for stage, adjudication in ADJUDICATION.items() for s in (stage, adjudication))
 TRANSLATION_DECISIONS: tuple[str, ...] = ("accept", "corrected", "reject", "ambiguous")
 SENTENCE_DECISIONS: tuple[str, ...] = ("accept", "fix", "reject")  # sentence pairs and inflection tables
 JUDGE_DECISIONS: tuple[str, ...] = ("false negative", "keep")  # the judge's verdict that a negative may have the property
-_DECISIONS = {"translation": TRANSLATION_DECISIONS, "adjudication": TRANSLATION_DECISIONS,
-              "sentences": SENTENCE_DECISIONS, "inflections": SENTENCE_DECISIONS, "judge": JUDGE_DECISIONS}
+_DECISIONS = {"translation": TRANSLATION_DECISIONS, "sentences": SENTENCE_DECISIONS, "inflections": SENTENCE_DECISIONS,
+              "judge": JUDGE_DECISIONS}
 # What an annotation carries beside its decision; a judge task shows a pair's sentences, as a sentence task does.
-_PAYLOAD = {"translation": "translation", "adjudication": "translation", "sentences": "sentences", "inflections": "forms",
-            "judge": "sentences"}
-_VERIFYING = ("accept", "corrected")  # translation decisions that make a verified word
+_PAYLOAD = {"translation": "translation", "sentences": "sentences", "inflections": "forms", "judge": "sentences"}
+# Decisions that leave a text (a word, two sentences, a table): curators who take one must leave the same text to
+# agree, and text agreement compares these texts.
+_TEXTUAL = {"translation": ("accept", "corrected"), "sentences": ("accept", "fix"), "inflections": ("accept", "fix"),
+            "judge": ()}
+_VERIFYING = _TEXTUAL["translation"]  # translation decisions that make a verified word
+
+
+def base_stage(stage: str) -> str:
+    """The stage whose items `stage` decides: itself, or the stage an adjudication stage settles."""
+    return next((base for base, adjudication in ADJUDICATION.items() if stage in (base, adjudication)), stage)
+
+
+def decisions(stage: str) -> tuple[str, ...]:
+    """The decisions a stage's (or its adjudication's) curators choose from."""
+    return _DECISIONS[base_stage(stage)]
 
 
 def _utc(value: datetime) -> datetime:
@@ -85,12 +110,11 @@ class SentenceEdit(Record):
 
 
 class FormsEdit(Record):
-    """An inflection-table task's part of an annotation."""
+    """An inflection-table task's part of an annotation (`builder.m2c.tables` reads the table)."""
 
     lemma: str
     draft: str  # the proposed table as the task showed it
     text: str | None = None  # the table as the curator left it; None: as proposed
-    forms: dict[str, str] | None  # that table read as bundle -> form; None when a line cannot be read
 
 
 class Annotation(Record):
@@ -109,9 +133,9 @@ class Annotation(Record):
     lead_time_s: float | None = None
     created_at: datetime
     updated_at: datetime
-    translation: TranslationEdit | None = None  # stages translation and adjudication
-    sentences: SentenceEdit | None = None
-    forms: FormsEdit | None = None  # stage inflections
+    translation: TranslationEdit | None = None  # stage translation and its adjudication
+    sentences: SentenceEdit | None = None  # stages sentences and judge, and their adjudications
+    forms: FormsEdit | None = None  # stage inflections and its adjudication
 
     @field_validator("created_at", "updated_at")
     @classmethod
@@ -122,12 +146,13 @@ class Annotation(Record):
     def _fits_its_stage(self) -> "Annotation":
         where = f"annotation {self.annotation_id} ({self.stage} {self.lang}, server {self.server})"
         given = [name for name in ("translation", "sentences", "forms") if getattr(self, name) is not None]
-        if given != [_PAYLOAD[self.stage]]:
-            raise ValueError(f"{where}: carries {given or 'nothing'}; a {self.stage} annotation carries {_PAYLOAD[self.stage]!r}")
+        payload = _PAYLOAD[base_stage(self.stage)]
+        if given != [payload]:
+            raise ValueError(f"{where}: carries {given or 'nothing'}; a {self.stage} annotation carries {payload!r}")
         if self.cancelled and self.decision is not None:
             raise ValueError(f"{where}: a skipped annotation has no decision")
-        if self.decision is not None and self.decision not in _DECISIONS[self.stage]:
-            raise ValueError(f"{where}: decision {self.decision!r} is not one of {', '.join(_DECISIONS[self.stage])}")
+        if self.decision is not None and self.decision not in decisions(self.stage):
+            raise ValueError(f"{where}: decision {self.decision!r} is not one of {', '.join(decisions(self.stage))}")
         return self
 
 
@@ -152,6 +177,15 @@ class SentenceReview(Record):
     reviewer: str
     comment: str
     annotation_id: int
+
+
+class StageAgreement(Record):
+    """How the curators of one stage in one language agreed, on the items' current versions."""
+
+    stage: str
+    agreement: Agreement  # items seen by two or more curators: alpha on decisions, exact match and chrF on texts
+    disagreements: int  # items whose curators disagree, waiting for an adjudicator
+    adjudicated: int  # items an adjudicator decided
 
 
 @dataclass
@@ -223,15 +257,15 @@ def adopt_server(ws: Workspace, old: str, server: str) -> None:
 
     A workspace that pulled from one server under two URLs holds an annotation twice; the revision
     updated last stays (the one already under `server` when both are as recent)."""
-    ra, sr = t.review_annotations, t.sentence_reviews
+    ra, sr, tr = t.review_annotations, t.sentence_reviews, t.table_reviews
     with ws.transaction() as c:
         have = {aid: _utc(at) for aid, at in c.execute(select(ra.c.annotation_id, ra.c.updated_at).where(ra.c.server == server))}
         for aid, at in c.execute(select(ra.c.annotation_id, ra.c.updated_at).where(ra.c.server == old)).all():
             if aid in have:
                 loser = server if _utc(at) > have[aid] else old
-                for table in (ra, sr):
+                for table in (ra, sr, tr):
                     c.execute(table.delete().where(table.c.annotation_id == aid, table.c.server == loser))
-        for table in (ra, sr, t.review_projects):
+        for table in (ra, sr, tr, t.review_projects):
             c.execute(table.update().where(table.c.server == old).values(server=server))
 
 
@@ -303,64 +337,92 @@ def record_seed_words(ws: Workspace, c: Connection, words: Iterable[VerifiedWord
     return ws.upsert_ignore(c, t.verified_words, rows)
 
 
-def _latest_opinions(rows: list[dict], on_current) -> dict[str, list[dict]]:
-    """item -> each curator's latest decided annotation among those made on the item's current version."""
+# -- opinions, agreement and adjudication, at every stage ------------------------------------------------------
+
+
+def _made_on(ws: Workspace, stage: str, lang: str) -> tuple[list[dict], dict[str, object]]:
+    """The decided annotations of `stage` and of its adjudication in `lang`, each with `made_on` (the proposal
+    or the version it was made on), and item -> what the item's current version is."""
+    ra = t.review_annotations
+    where = (ra.c.lang == lang, ra.c.stage.in_((stage, ADJUDICATION[stage])), ra.c.cancelled.is_(False),
+             ra.c.decision.is_not(None))
+    if stage == "translation":
+        rows = ws.rows(select(ra, ra.c.proposal_id.label("made_on")).where(*where))
+        return rows, {item: p["id"] for item, p in latest_proposals(ws, lang).items()}
+    if stage == "inflections":
+        tr = t.table_reviews
+        rows = ws.rows(select(ra, tr.c.version.label("made_on"), tr.c.lemma)
+                       .join(tr, (tr.c.annotation_id == ra.c.annotation_id) & (tr.c.server == ra.c.server)).where(*where))
+        reviewed_last = {r["item_id"]: r["made_on"] for r in sorted(rows, key=lambda r: r["updated_at"])}
+        return rows, reviewed_last | {item: tb["version"] for item, tb in current_tables(ws, lang).items()}
+    s = t.sentence_reviews
+    rows = ws.rows(select(ra, s.c.version.label("made_on"), s.c.acceptable, s.c.unacceptable)
+                   .join(s, (s.c.annotation_id == ra.c.annotation_id) & (s.c.server == ra.c.server)).where(*where))
+    return rows, {pid: p["version"] for pid, p in current_pairs(ws, lang).items()}
+
+
+def _latest_opinions(rows: list[dict]) -> dict[str, list[dict]]:
+    """item -> each curator's latest annotation among `rows`."""
     per: dict[str, dict[str, dict]] = {}
     for a in sorted(rows, key=lambda r: r["updated_at"]):
-        if on_current(a):
-            per.setdefault(a["item_id"], {})[a["reviewer"]] = a  # a curator's latest revision wins
+        per.setdefault(a["item_id"], {})[a["reviewer"]] = a  # a curator's latest revision wins
     return {item: list(by.values()) for item, by in per.items()}
 
 
-def _decided_annotations(stage: str, lang: str):
-    ra = t.review_annotations
-    return select(ra).where(ra.c.lang == lang, ra.c.stage == stage, ra.c.cancelled.is_(False), ra.c.decision.is_not(None))
+def opinions(ws: Workspace, lang: str, stage: str = "translation") -> tuple[dict[str, list[dict]], dict[str, list[dict]]]:
+    """(curators, adjudicators) of a stage in `lang`: item -> each one's latest decided annotation on the item's
+    current version."""
+    rows, current = _made_on(ws, stage, lang)
+    on_current = [r for r in rows if current.get(r["item_id"]) == r["made_on"]]
+    return (_latest_opinions([r for r in on_current if r["stage"] == stage]),
+            _latest_opinions([r for r in on_current if r["stage"] == ADJUDICATION[stage]]))
 
 
-def opinions(ws: Workspace, lang: str) -> dict[str, dict[str, list[dict]]]:
-    """stage (translation, adjudication) -> item -> each curator's latest decided annotation on the
-    item's latest proposal."""
-    latest = {item: p["id"] for item, p in latest_proposals(ws, lang).items()}
-    return {stage: _latest_opinions(ws.rows(_decided_annotations(stage, lang)),
-                                    lambda a: latest.get(a["item_id"]) == a["proposal_id"])
-            for stage in ("translation", "adjudication")}
+def _key(stage: str):
+    """What curators of `stage` must share to agree: the decision, and the text where the decision leaves one."""
+    textual = _TEXTUAL[stage]
+    return lambda a: (a["decision"], a["final_text"] if a["decision"] in textual else "")
 
 
-def _translation_key(a: dict) -> tuple[str, str]:
-    """What curators must share to agree on a translation: the decision, and the text when it verifies."""
-    return a["decision"], a["final_text"] if a["decision"] in _VERIFYING else ""
-
-
-def _agree(anns: list[dict], key=_translation_key) -> bool:
+def _agree(anns: list[dict], key) -> bool:
     return len({key(a) for a in anns}) == 1
 
 
-def _settle(ops: dict[str, list[dict]], adjudicated: dict[str, list[dict]],
-            key=_translation_key) -> dict[str, tuple[dict, str]]:
+def _settle(stage: str, ops: dict[str, list[dict]], adjudicated: dict[str, list[dict]]) -> dict[str, tuple[dict, str]]:
     """item -> the annotation that decides it and who decided: the curators when they agree, else the adjudicator."""
+    key = _key(stage)
     out = {item: (anns[-1], ", ".join(sorted(a["reviewer"] for a in anns))) for item, anns in ops.items() if _agree(anns, key)}
     out |= {item: (anns[-1], f"{anns[-1]['reviewer']} (adjudicated)") for item, anns in adjudicated.items()}
     return out
 
 
-def disagreements(ws: Workspace, lang: str) -> dict[str, list[dict]]:
-    """Items whose curators disagree and that no one has adjudicated yet: item -> the curators' annotations."""
-    ops = opinions(ws, lang)
-    return {item: anns for item, anns in ops["translation"].items()
-            if len(anns) > 1 and not _agree(anns) and item not in ops["adjudication"]}
+def _open(stage: str, ops: dict[str, list[dict]], adjudicated: dict[str, list[dict]]) -> dict[str, list[dict]]:
+    key = _key(stage)
+    return {item: anns for item, anns in ops.items() if not _agree(anns, key) and item not in adjudicated}
 
 
-def _translation_agreement(ops: dict[str, list[dict]]) -> Agreement:
-    return measure_agreement({i: [a["decision"] for a in v] for i, v in ops.items()},
-                             {i: [a["final_text"] for a in v if a["decision"] in _VERIFYING] for i, v in ops.items()})
+def disagreements(ws: Workspace, lang: str, stage: str = "translation") -> dict[str, list[dict]]:
+    """Items of `stage` whose curators disagree and that no one has adjudicated yet: item -> the curators' annotations."""
+    return _open(stage, *opinions(ws, lang, stage))
 
 
-def agreement(ws: Workspace, lang: str) -> Agreement | None:
-    """Agreement between the curators of `lang`'s translations; None when no curator annotated in `lang`."""
+def _agreement(stage: str, ops: dict[str, list[dict]], adjudicated: dict[str, list[dict]]) -> StageAgreement:
+    textual = _TEXTUAL[stage]
+    measured = measure_agreement({i: [a["decision"] for a in v] for i, v in ops.items()},
+                                 {i: [a["final_text"] for a in v if a["decision"] in textual] for i, v in ops.items()})
+    return StageAgreement(stage=stage, agreement=measured, disagreements=len(_open(stage, ops, adjudicated)),
+                          adjudicated=len(adjudicated))
+
+
+def stage_agreement(ws: Workspace, lang: str, stage: str = "translation") -> StageAgreement | None:
+    """Agreement between the curators of a stage in `lang`; None when no curator annotated it there."""
     ra = t.review_annotations
-    if not ws.rows(select(ra.c.annotation_id).where(ra.c.lang == lang).limit(1)):
+    if not ws.rows(select(ra.c.annotation_id).where(ra.c.lang == lang, ra.c.stage == stage).limit(1)):
         return None
-    return _translation_agreement(opinions(ws, lang)["translation"])
+    return _agreement(stage, *opinions(ws, lang, stage))
+
+
+# -- translations: decided -------------------------------------------------------------------------------------
 
 
 def _decide_translations(ws: Workspace, lang: str, summary: PullSummary) -> None:
@@ -369,8 +431,7 @@ def _decide_translations(ws: Workspace, lang: str, summary: PullSummary) -> None
     One review per proposal from Label Studio, updated as decisions change; a verified word from a
     seed or the source is never replaced by a review."""
     latest = latest_proposals(ws, lang)
-    ops = opinions(ws, lang)
-    decided = _settle(ops["translation"], ops["adjudication"])
+    decided = _settle("translation", *opinions(ws, lang, "translation"))
     words = verified(ws, lang)
     rv, pr = t.reviews, t.proposals
     reviewed = {r["proposal_id"]: r["id"] for r in ws.rows(  # the first review from Label Studio of each proposal
@@ -425,7 +486,7 @@ def current_pairs(ws: Workspace, lang: str) -> dict[str, dict]:
 
 
 def sentence_decisions(ws: Workspace, lang: str) -> dict[str, SentenceReview]:
-    """pair id -> the latest curator decision on the pair's current sentences.
+    """pair id -> the decision on the pair's current sentences: its curators' when they agree, else the adjudicator's.
 
     A decision counts only for the version of the pair it was made on: when a rejected pair is
     regenerated, the old decision stops applying and the new sentences wait for review."""
@@ -433,28 +494,16 @@ def sentence_decisions(ws: Workspace, lang: str) -> dict[str, SentenceReview]:
 
 
 def judge_decisions(ws: Workspace, lang: str) -> dict[str, SentenceReview]:
-    """pair id -> the latest curator decision on the judge's verdict about the pair's current sentences
-    (`JUDGE_DECISIONS`); regenerated sentences are judged, and reviewed, afresh."""
+    """pair id -> the decision on the judge's verdict about the pair's current sentences (`JUDGE_DECISIONS`),
+    settled as sentence decisions are; regenerated sentences are judged, and reviewed, afresh."""
     return _pair_decisions(ws, lang, "judge")
 
 
 def _pair_decisions(ws: Workspace, lang: str, stage: str) -> dict[str, SentenceReview]:
-    current = current_pairs(ws, lang)
-    a, s = t.review_annotations, t.sentence_reviews
-    rows = ws.rows(
-        select(a.c.item_id, a.c.decision, a.c.reviewer, a.c.comment, a.c.annotation_id, s.c.version, s.c.acceptable,
-               s.c.unacceptable)
-        .join(s, (s.c.annotation_id == a.c.annotation_id) & (s.c.server == a.c.server))
-        .where(a.c.lang == lang, a.c.stage == stage, a.c.cancelled.is_(False), a.c.decision.is_not(None))
-        .order_by(a.c.updated_at)
-    )
-    out: dict[str, SentenceReview] = {}
-    for r in rows:
-        if r["item_id"] in current and current[r["item_id"]]["version"] == r["version"]:
-            out[r["item_id"]] = SentenceReview(pair_id=r["item_id"], lang=lang, decision=r["decision"],
-                                               acceptable=r["acceptable"], unacceptable=r["unacceptable"],
-                                               reviewer=r["reviewer"], comment=r["comment"], annotation_id=r["annotation_id"])
-    return out
+    return {pid: SentenceReview(pair_id=pid, lang=lang, decision=a["decision"], acceptable=a["acceptable"],
+                                unacceptable=a["unacceptable"], reviewer=who, comment=a["comment"],
+                                annotation_id=a["annotation_id"])
+            for pid, (a, who) in _settle(stage, *opinions(ws, lang, stage)).items()}
 
 
 def rejected_pairs(ws: Workspace, lang: str) -> dict[str, str]:
@@ -477,6 +526,48 @@ def _store_sentences(c: Connection, a: Annotation) -> dict:
                 edit_distance=edit_distance(e.draft_acceptable, final[0]) + edit_distance(e.draft_unacceptable, final[1]))
 
 
+# -- inflection tables ---------------------------------------------------------------------------------------
+
+
+def current_tables(ws: Workspace, lang: str) -> dict[str, dict]:
+    """The lemma's item id -> its forms waiting for review: `lemma`, `forms` (lexicon rows), `draft` (the table as
+    curators see it) and its `version`."""
+    by_lemma: dict[str, list[dict]] = {}
+    for r in list_forms(ws, lang, status="proposed"):
+        by_lemma.setdefault(r["lemma"], []).append(r)
+    out = {}
+    for lemma, forms in by_lemma.items():
+        text = tables.draft(forms)
+        out[Need(lang, lemma, "", ()).id] = {"lemma": lemma, "forms": forms, "draft": text, "version": tables.version(text)}
+    return out
+
+
+def _store_table(c: Connection, a: Annotation) -> None:
+    """Record the version of the table an annotation was made on, once: at its first pull."""
+    tr = t.table_reviews
+    if c.execute(select(tr.c.version).where(tr.c.annotation_id == a.annotation_id, tr.c.server == a.server)).first() is None:
+        c.execute(t.table_reviews.insert().values(annotation_id=a.annotation_id, server=a.server, lang=a.lang,
+                                                  lemma=a.forms.lemma, version=tables.version(a.forms.draft)))
+
+
+def _decide_tables(ws: Workspace, lang: str, items: set[str], counts: dict[str, int]) -> None:
+    """Apply the settled decision on each of `items` whose table waits for review, through the lexicon, oldest
+    first; a fixed table that cannot be read, or names a bundle that was not proposed, counts as invalid."""
+    waiting = current_tables(ws, lang)
+    settled = _settle("inflections", *opinions(ws, lang, "inflections"))
+    for item, (a, reviewer) in sorted(settled.items(), key=lambda kv: kv[1][0]["updated_at"]):
+        if item not in items or item not in waiting:
+            continue
+        try:
+            s = verify_fills(ws, lang, waiting[item]["lemma"], reviewer=reviewer, decision=a["decision"], comment=a["comment"],
+                             forms=tables.parse_forms(a["final_text"]) if a["decision"] == "fix" else None)
+        except ValueError:
+            counts["invalid"] = counts.get("invalid", 0) + 1
+            continue
+        for k in ("verified", "corrected", "rejected"):
+            counts[k] = counts.get(k, 0) + getattr(s, k)
+
+
 # -- recording a pull ---------------------------------------------------------------------------------------
 
 
@@ -493,6 +584,7 @@ def _store(c: Connection, a: Annotation, *, first: bool) -> None:
     elif a.sentences is not None:
         lineage = _store_sentences(c, a)
     else:
+        _store_table(c, a)
         final = a.forms.text or a.forms.draft
         lineage = dict(proposal_id=None, final_text=final, edit_distance=edit_distance(a.forms.draft, final))
     row = dict(stage=a.stage, lang=a.lang, item_id=a.item_id, task_id=a.task_id, decision=a.decision, comment=a.comment,
@@ -523,39 +615,27 @@ def judge_pending(ws: Workspace, lang: str) -> dict[str, str]:
     return {f.item_id: f.reason for f in list_flags(ws, stage="judge", langs=[lang]) if f.item_id not in decided}
 
 
-def _decide_forms(ws: Workspace, a: Annotation, counts: dict[str, int]) -> None:
-    """A decision on a lemma's forms, applied through the lexicon; forms that cannot be read count as invalid."""
-    if a.decision == "fix" and a.forms.forms is None:
-        counts["invalid"] = counts.get("invalid", 0) + 1
-        return
-    try:
-        s = verify_fills(ws, a.lang, a.forms.lemma, reviewer=a.reviewer, decision=a.decision,
-                         forms=a.forms.forms if a.decision == "fix" else None, comment=a.comment)
-    except ValueError:
-        counts["invalid"] = counts.get("invalid", 0) + 1
-        return
-    for k in ("verified", "corrected", "rejected"):
-        counts[k] = counts.get(k, 0) + getattr(s, k)
-
-
 def record_pull(ws: Workspace, server: str, annotations: Iterable[Annotation]) -> PullSummary:
     """Record what a pull from the server with identity `server` exported, then turn the decisions into verified words and forms.
 
     An annotation whose `updated_at` is what was recorded is unchanged and skipped; the new and changed
-    ones are recorded in one transaction. Then translations are decided for every language with a
-    translation or adjudication project on that server, and each new or changed decision on an
-    inflection table is applied, oldest first.
+    ones are recorded in one transaction. Then translations and the judge's verdicts are decided for every
+    language with a project of theirs (or of their adjudication) on that server, and the settled decision
+    on each inflection table with a new or changed annotation is applied.
     """
-    ra = t.review_annotations
+    ra, tr = t.review_annotations, t.table_reviews
     known = {r["annotation_id"]: _utc(r["updated_at"])
              for r in ws.rows(select(ra.c.annotation_id, ra.c.updated_at).where(ra.c.server == server))}
+    versioned = {r["annotation_id"] for r in ws.rows(select(tr.c.annotation_id).where(tr.c.server == server))}
     summary = PullSummary()
-    tables: list[Annotation] = []
+    touched: dict[str, set[str]] = {}  # lang -> inflection tables with a new or changed annotation
     with ws.transaction() as c:
         for a in annotations:
             if a.server != server:
                 raise ValueError(f"annotation {a.annotation_id} comes from server {a.server}, not from the pulled server {server}")
             if known.get(a.annotation_id) == a.updated_at:
+                if a.forms is not None and a.annotation_id not in versioned:
+                    _store_table(c, a)  # recorded before tables had versions (workspace schema 4)
                 summary.unchanged += 1
                 continue
             _store(c, a, first=a.annotation_id not in known)
@@ -564,14 +644,15 @@ def record_pull(ws: Workspace, server: str, annotations: Iterable[Annotation]) -
             else:
                 summary.new += 1
             known[a.annotation_id] = a.updated_at
-            if a.forms is not None and a.decision:
-                tables.append(a)
-    for lang in sorted({p.lang for p in review_projects(ws, server) if p.stage in ("translation", "adjudication")}):
+            if a.forms is not None:
+                touched.setdefault(a.lang, set()).add(a.item_id)
+    projects = [(base_stage(p.stage), p.lang) for p in review_projects(ws, server)]
+    for lang in sorted({lang for stage, lang in projects if stage == "translation"}):
         _decide_translations(ws, lang, summary)
-    for lang in sorted({p.lang for p in review_projects(ws, server) if p.stage == "judge"}):
+    for lang in sorted({lang for stage, lang in projects if stage == "judge"}):
         _decide_judgements(ws, lang)
-    for a in sorted(tables, key=lambda a: a.updated_at):
-        _decide_forms(ws, a, summary.forms)
+    for lang, items in sorted(touched.items()):
+        _decide_tables(ws, lang, items, summary.forms)
     return summary
 
 
@@ -602,31 +683,33 @@ def _counts(decided: Iterable[str], vocabulary: tuple[str, ...]) -> dict[str, in
     return {d: decided.count(d) for d in vocabulary}
 
 
-def _stage_status(ws: Workspace, stage: str, lang: str) -> dict:
-    if stage == "sentences":
-        decided = sentence_decisions(ws, lang)
-        return {"pending": len(current_pairs(ws, lang)) - len(decided),
-                **_counts((d.decision for d in decided.values()), SENTENCE_DECISIONS)}
+def _pending(ws: Workspace, stage: str, lang: str, settled: int) -> int:
+    """Items of a stage in `lang` that wait for a decision (`settled` of them are decided)."""
     if stage == "judge":
-        decided = judge_decisions(ws, lang)
-        return {"pending": len(judge_pending(ws, lang)), **_counts((d.decision for d in decided.values()), JUDGE_DECISIONS)}
+        return len(judge_pending(ws, lang))
     if stage == "inflections":
-        rows = sorted(ws.rows(_decided_annotations(stage, lang)), key=lambda r: r["updated_at"])
-        latest = {a["item_id"]: a["decision"] for a in rows}  # per lemma, the latest decision
-        return {"pending": len({f["lemma"] for f in list_forms(ws, lang, status="proposed")}),
-                **_counts(latest.values(), SENTENCE_DECISIONS)}
-    ops = opinions(ws, lang)
-    decided = {item: anns[-1]["decision"] for item, anns in ops[stage].items() if stage == "adjudication" or _agree(anns)}
-    open_disagreements = len(disagreements(ws, lang))
-    row = {"pending": open_disagreements if stage == "adjudication" else len(latest_proposals(ws, lang)) - len(decided),
-           **_counts(decided.values(), TRANSLATION_DECISIONS)}
-    if stage == "translation":
-        row |= {"disagreements": open_disagreements, "agreement": _translation_agreement(ops["translation"]).model_dump()}
-    return row
+        return len(current_tables(ws, lang))  # a decided table leaves the waiting ones
+    return len(latest_proposals(ws, lang) if stage == "translation" else current_pairs(ws, lang)) - settled
+
+
+def _stage_status(ws: Workspace, stage: str, lang: str) -> dict:
+    """A stage's row: pending items and decisions (an adjudication stage's: open disagreements and its
+    decisions); a reviewed stage's also open disagreements, adjudicated items and agreement."""
+    base = base_stage(stage)
+    ops, adjudicated = opinions(ws, lang, base)
+    if stage != base:
+        return {"pending": len(_open(base, ops, adjudicated)),
+                **_counts((anns[-1]["decision"] for anns in adjudicated.values()), _DECISIONS[base])}
+    key = _key(base)
+    agreed = [anns[-1]["decision"] for item, anns in ops.items() if _agree(anns, key) and item not in adjudicated]
+    measured = _agreement(base, ops, adjudicated)
+    return {"pending": _pending(ws, base, lang, len(agreed) + len(adjudicated)), **_counts(agreed, _DECISIONS[base]),
+            "disagreements": measured.disagreements, "adjudicated": measured.adjudicated,
+            "agreement": measured.agreement.model_dump()}
 
 
 def review_status(ws: Workspace) -> list[dict]:
-    """Per stage and language with a project: pending items, decisions, reviewers, skipped tasks
-    (and for translations, open disagreements and agreement)."""
+    """Per stage and language with a project: pending items, decisions, reviewers, skipped tasks (and for each
+    reviewed stage, open disagreements, adjudicated items and agreement)."""
     return [{"stage": p.stage, "lang": p.lang, **_stage_status(ws, p.stage, p.lang),
              **_annotation_counts(ws, p.stage, p.lang)} for p in review_projects(ws)]

@@ -86,12 +86,13 @@ class Meta:
     headline = ("order_averaged", "accuracy")
 
     def run(self, ctx: Context, pairs: pd.DataFrame) -> MethodOutput:
+        variant = ctx.options.prompt_variant
         missing = sorted(lang for lang in pairs["lang"].unique()
-                         if lang not in ctx.languages or not ctx.languages[lang].meta_prompt)
+                         if lang not in ctx.languages or not ctx.languages[lang].prompt(variant))
         if missing:
             raise ValueError(f"meta: the release declares no prompt template for {', '.join(missing)} (a language's "
                              "meta_prompt: data/languages.yaml or `builder language add --meta-prompt`, then publish)")
-        by_order = prompts(pairs, {c: lang.meta_prompt for c, lang in ctx.languages.items() if lang.meta_prompt})
+        by_order = prompts(pairs, {c: lang.prompt(variant) for c, lang in ctx.languages.items() if lang.prompt(variant)})
         if ctx.scorer is None:  # behind an endpoint: generative mode
             out = run_generative(ctx, pairs, self.name, by_order)
             out.scores += order_scores([s for s in out.scores if s.metric == "accuracy"])

@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field
 
-from builder.records import Language
+from builder.records import Language, PromptVariant
 from evaluate.models import LoadedModel
 from evaluate.scoring import BosPolicy, Scorer
 
@@ -42,6 +42,8 @@ class EvalOptions(BaseModel):
     probe_jobs: int = Field(2, ge=1, description="probes (language x negative type x layer) run at once")
     control_seed: int = 0
     sample_temperature: float = Field(0.7, gt=0, description="the two sampled runs of an endpoint's same-language baseline")
+    # Results written before prompt variants existed asked the paper's prompts, which is what this default reads them as.
+    prompt_variant: PromptVariant = Field("paper", description="meta prompts: the paper's Figure 8, or corrected ones")
 
 
 class Score(BaseModel):

@@ -169,6 +169,9 @@ def _markdown(page: Page, head: pd.DataFrame, sections: list[str]) -> str:
                [f"| endpoint | {m.device} (OpenAI-compatible; generated text only) |"]),
              f"| probes | {c.options.probe_pooling}-token pooling, {c.options.probe_folds}-fold CV grouped by {c.options.probe_groups}, "
              f"C={c.options.probe_C}, control seed {c.options.control_seed} |",
+             f"| meta prompts | {c.options.prompt_variant} ("
+             + ("Figure 8 of the paper, as published" if c.options.prompt_variant == "paper"
+                else "corrected where the paper's are wrong, as the release declares them") + ") |",
              f"| code version | {c.code_version} |", f"| run at | {c.created_at.isoformat()} |", "",
              *_languages(page),
              "## Headline scores (all negative types)", ""]

@@ -48,6 +48,7 @@ def test_run_writes_results_summary_with_the_whole_configuration_and_the_report(
     assert (m["device"], m["dtype"], m["batch_size"]) == ("cpu", "float32", 16)
     assert cfg["scoring"]["bos_policy"] == "bos" and cfg["scoring"]["bos_token"] == "<s>"
     assert cfg["options"]["probe_folds"] == 5 and cfg["methods"] == ["direct", "meta", "neuro"]
+    assert cfg["options"]["prompt_variant"] == "paper"  # the paper's meta prompts unless --prompt-variant corrected
     assert cfg["code_version"].startswith("0.1.0")
     keys = {(s["method"], s["variant"], s["lang"], s["negative_type"]) for s in summary["scores"]}
     for lang in cfg["langs"]:
@@ -56,6 +57,7 @@ def test_run_writes_results_summary_with_the_whole_configuration_and_the_report(
     assert not (out / "work").exists()  # hidden states are removed once probed
     report = (out / "report.md").read_text()
     assert "toy model" in report and m["weights_sha256"] in report and "not drawn" not in report
+    assert "| meta prompts | paper (Figure 8 of the paper, as published) |" in report
     assert "<table>" in (out / "report.html").read_text()
     for name in FIGURES:
         assert (out / "plots" / f"{name}.png").stat().st_size > 5000
@@ -171,3 +173,10 @@ def test_langs_option_reads_only_those_configs(release):
     pairs, info = load_release_pairs(release, "latest", ["de", "zh"])
     assert set(pairs["lang"]) == {"de", "zh"} and info.version == VERSION and info.configs == ["de", "zh"]
     assert set(pairs["negative_type"]) == {"taxonomic", "overlap", "co-occurrence", "random"}
+
+
+def test_an_unknown_prompt_variant_is_a_clear_error(release, toy_dir, tmp_path):
+    res = runner.invoke(app, ["eval", "run", "--release", str(release), "--version", VERSION, "--model", str(toy_dir),
+                              "--methods", "meta", "--prompt-variant", "fixed", "--out", str(tmp_path / "out")])
+    assert res.exit_code == 1 and "prompt_variant" in res.output and "'paper' or 'corrected'" in res.output
+    assert not (tmp_path / "out").exists()

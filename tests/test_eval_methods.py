@@ -74,6 +74,34 @@ def test_meta_prompts_follow_each_language_template_in_both_orders(release_pairs
     assert p["acceptable_second"][0].index(unacc) < p["acceptable_second"][0].index(f'"{acc}"')
 
 
+class RecordingScorer:
+    """The real scorer, keeping the prompts it was asked to score."""
+
+    def __init__(self, scorer):
+        self.scorer, self.prompts = scorer, set()
+
+    def score(self, requests, progress):
+        self.prompts |= {prompt for prompt, _ in requests}
+        return self.scorer.score(requests, progress)
+
+
+@pytest.mark.parametrize("variant", ["paper", "corrected"])
+def test_meta_asks_the_chosen_prompt_variant(toy, release_pairs, tmp_path, variant):
+    pairs, _ = release_pairs
+    sub = pairs[pairs["lang"].isin(["ja", "de"])].groupby("lang").head(2).reset_index(drop=True)
+    ctx = context(toy, tmp_path, prompt_variant=variant)
+    ctx.scorer = RecordingScorer(ctx.scorer)
+    Meta().run(ctx, sub)
+    langs = registry()
+    ja = langs["ja"].corrected_meta_prompt if variant == "corrected" else langs["ja"].meta_prompt
+    assert ctx.scorer.prompts == set(sum(prompts(sub, {"ja": ja, "de": langs["de"].meta_prompt}).values(), []))
+    assert any(p.startswith("次の特性を持つ可能性が高いのは") for p in ctx.scorer.prompts) == (variant == "corrected")
+
+
+def test_options_written_before_prompt_variants_read_as_the_papers_prompts():
+    assert EvalOptions.model_validate({"bos_policy": "auto", "seed": 0}).prompt_variant == "paper"
+
+
 def test_meta_without_a_prompt_template_is_a_clear_error(toy, release_pairs, tmp_path):
     pairs, _ = release_pairs
     odd = pairs.head(3).assign(lang="xx")

@@ -5,7 +5,7 @@ import asyncio
 from sqlalchemy import select
 
 from annotation import server as ls_server
-from annotation.inflections import parse_forms
+from builder.m2c.tables import parse_forms
 from annotation.review import client, pull, push
 from builder.m2c.fills import needs, propose_forms
 from builder.languages import registry

@@ -21,7 +21,7 @@ from builder import reviews
 from builder.languages import registry
 from builder.llm.cache import LLMCache
 from builder.llm.client import LLMClient
-from builder.reviews import JUDGE_DECISIONS, SENTENCE_DECISIONS, TRANSLATION_DECISIONS
+from builder.reviews import decisions
 from builder.seeds import import_seeds
 from builder.paths import sample_dir
 from builder.translate import translate
@@ -30,8 +30,6 @@ from builder.workspace.store import DB_FILE, init_workspace, open_workspace
 
 from conftest import settings_for
 
-DECISIONS = {"translation": TRANSLATION_DECISIONS, "adjudication": TRANSLATION_DECISIONS,
-             "sentences": SENTENCE_DECISIONS, "inflections": SENTENCE_DECISIONS, "judge": JUDGE_DECISIONS}
 QUIET = {"log": lambda *a: None}
 
 
@@ -227,7 +225,7 @@ def test_each_screen_names_the_decision_and_labels_the_comment(stage):
     header = _preceding(config, "Choices", "decision")
     assert (header.tag, header.get("value")) == ("Header", "Decision")
     choices = {c.get("value"): c.get("html") for c in ET.fromstring(config).iter("Choice")}
-    assert list(choices) == list(DECISIONS[stage])
+    assert list(choices) == list(decisions(stage))
     assert all(STAGES[stage].decisions[d] in label and d in label for d, label in choices.items())
     label = _preceding(config, "TextArea", "comment")
     assert label.tag == "Header" and label.get("value").startswith("Comment (")

@@ -146,6 +146,8 @@ def test_card_manifest_and_croissant_describe_the_release(demo_ws, tmp_path):
     assert man["languages"] == [declared[c].model_dump() for c in ("ar", "de", "en", "ja", "ru", "vi", "zh")]
     carried = releases.languages(target, "1.0.0")
     assert carried.note is None and carried.by_code()["ja"] == declared["ja"] and carried.by_code()["ja"].typology == "agglutinative"
+    ja = carried.by_code()["ja"]  # the release carries both meta prompts
+    assert (ja.prompt("paper"), ja.prompt("corrected")) == (declared["ja"].meta_prompt, declared["ja"].corrected_meta_prompt)
 
     card = DatasetCard.load(target / "README.md")
     data = card.data.to_dict()
@@ -162,10 +164,12 @@ def test_card_manifest_and_croissant_describe_the_release(demo_ws, tmp_path):
     body = card.text
     ja = Counter(r["negative_type"] for r in releases.load(target, "1.0.0", "ja"))
     assert f"| ja | {ja[0]} | {ja[1]} | {ja[2]} | {ja[3]} | 104 |" in body
-    assert "| ja | 104 | 104 | 0 | 0 | 0 | 1 | 1 | no overlapping reviews |" in body
+    assert "| ja | 104 | 104 | 0 | 0 | 0 | 1 | 1 |\n" in body
+    assert "No curator reviewed an item of this release in Label Studio." in body
     assert "`sample-recording`: generate 156 call(s), translate 40 call(s)" in body
     assert "| ja | Japanese | 日本語 | agglutinative | Isolate | Jpan | ltr | no |" in body
-    assert f"- **ja**: meta prompt `{declared['ja'].meta_prompt}`; generation notes: {declared['ja'].generation_notes}" in body
+    assert (f"- **ja**: meta prompt `{declared['ja'].meta_prompt}` (corrected: `{declared['ja'].corrected_meta_prompt}`); "
+            f"generation notes: {declared['ja'].generation_notes}") in body
     for cite in ("misra2023comps", "he2025xcomps", "hlavnova2023m2c", "ohmer2023multisense"):
         assert cite in body
     assert "### 1.0.0" in body and "first cut" in body
@@ -459,6 +463,7 @@ def test_review_provenance_counts_curators_and_corrections(demo_ws, tmp_path):
     assert {r["n_reviewers"] for p, r in ar.items() if p != pair["id"]} == {1}
     card = (tmp_path / "r" / "README.md").read_text()
     row = next(line for line in card.splitlines() if line.startswith("| ar | 104 |"))
-    assert f"| {len(uses_acc)} | 1 | 3 | 3, " in row  # corrected rows, min curators, curators, agreement on 3 items
+    assert row.endswith(f"| {len(uses_acc)} | 1 | 3 |")  # corrected rows, min curators, curators
+    assert "| ar | translation | 3 | " in card and "| ar | sentences |" not in card  # agreement on 3 items, per stage
     cr = json.loads((tmp_path / "r" / "croissant.json").read_text())
-    assert "ar: 3 items reviewed by two or more curators" in cr["rai:dataAnnotationAnalysis"]
+    assert "ar translation: 3 items reviewed by two or more curators" in cr["rai:dataAnnotationAnalysis"]

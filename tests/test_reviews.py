@@ -120,7 +120,7 @@ def test_a_disagreement_blocks_verification_until_adjudicated(fr):
     assert disagree not in words and words[same_fix]["text"] == "grille-pain"
     assert words[agree]["reviewer"] == "bo, cy"
     assert set(reviews.disagreements(ws, "fr")) == {disagree}
-    agr = reviews.agreement(ws, "fr")
+    agr = reviews.stage_agreement(ws, "fr").agreement
     assert (agr.items, agr.text_pairs) == (3, 3)
     assert agr.observed == pytest.approx(2 / 3) and agr.exact_match == pytest.approx(2 / 3) and agr.alpha is not None
     status = {(r["stage"], r["lang"]): r for r in reviews.review_status(ws)}[("translation", "fr")]
@@ -193,17 +193,18 @@ def test_inflection_decisions_go_through_the_lexicon_and_unreadable_tables_are_c
     server.lexicon.inflections.update({("de", "Tisch", "SG.DAT"): "Tisch", ("de", "Tisch", "PL.DAT"): "Tischen",
                                        ("de", "Lampe", "SG.DAT"): "Lampe", ("de", "Lampe", "PL.DAT"): "Lampe"})
     _llm(ws, server, lambda c: propose_forms(ws, c, registry(ws)["de"], needs(ws, "de", _templates(tmp_path))))
+    waiting = {tb["lemma"]: (item, tb["draft"]) for item, tb in reviews.current_tables(ws, "de").items()}
 
-    def table(aid, lemma, decision, text=None, forms=None):
-        return Annotation(stage="inflections", lang="de", item_id=f"need-{lemma}", annotation_id=aid, server=SERVER, task_id=aid,
+    def table(aid, lemma, decision, text=None):
+        item, draft = waiting[lemma]
+        return Annotation(stage="inflections", lang="de", item_id=item, annotation_id=aid, server=SERVER, task_id=aid,
                           decision=decision, reviewer="ana", created_at=T0, updated_at=T0 + timedelta(minutes=aid),
-                          forms=FormsEdit(lemma=lemma, draft="(the draft)", text=text, forms=forms))
+                          forms=FormsEdit(lemma=lemma, draft=draft, text=text))
 
-    s = record_pull(ws, SERVER, [table(1, "Tisch", "accept", forms={}),
-                              table(2, "Lampe", "fix", "SG.DAT Lampe\nPL.DAT", forms=None),
-                              table(3, "Bett", "reject", forms={})])
+    s = record_pull(ws, SERVER, [table(1, "Tisch", "accept"), table(2, "Lampe", "fix", "SG.DAT Lampe\nPL.DAT"),
+                                 table(3, "Bett", "reject")])
     assert s.new == 3 and s.forms == {"verified": 2, "rejected": 2, "invalid": 1, "corrected": 0}
-    s = record_pull(ws, SERVER, [table(4, "Lampe", "fix", "SG.DAT\tLampe\nPL.DAT\tLampen", forms={"SG.DAT": "Lampe", "PL.DAT": "Lampen"})])
+    s = record_pull(ws, SERVER, [table(4, "Lampe", "fix", "SG.DAT\tLampe\nPL.DAT\tLampen")])
     assert s.forms == {"verified": 1, "corrected": 1, "rejected": 0}
     forms = {(r["lemma"], r["features"]): r for r in ws.rows(select(t.lexicon_forms))}
     assert (forms[("Lampe", "PL.DAT")]["form"], forms[("Lampe", "PL.DAT")]["proposed_form"]) == ("Lampen", "Lampe")

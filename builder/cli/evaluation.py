@@ -37,6 +37,8 @@ def run(
     probe_pooling: str = typer.Option("last", "--probe-pooling", help="last or mean"),
     probe_groups: str = typer.Option("pair", "--probe-groups", help="pair or property: what stays within one fold"),
     probe_jobs: int = typer.Option(2, "--probe-jobs", min=1, help="Probes fitted at once"),
+    prompt_variant: str = typer.Option("paper", "--prompt-variant",
+                                       help="paper (Figure 8 as published, comparable with its numbers) or corrected: the meta prompts asked"),
     out_dir: Path = typer.Option(..., "--out", help="Results folder (re-running resumes there)"),
     report: bool = typer.Option(True, "--report/--no-report", help="Write the report after the run"),
 ) -> None:
@@ -48,7 +50,8 @@ def run(
 
     try:
         chosen = resolve(methods)
-        options = EvalOptions(bos_policy=bos, probe_pooling=probe_pooling, probe_groups=probe_groups, probe_jobs=probe_jobs)
+        options = EvalOptions(bos_policy=bos, probe_pooling=probe_pooling, probe_groups=probe_groups, probe_jobs=probe_jobs,
+                              prompt_variant=prompt_variant)
         data = load_release(release, version, codes(langs), m2c=any(m.name == "m2c" for m in chosen))
         if endpoint:
             loaded, settings = None, LLMSettings(base_url=endpoint, api_key=os.environ.get("OPENAI_API_KEY") or "not-needed",

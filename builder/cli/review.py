@@ -64,7 +64,7 @@ def review_stop(workspace: Optional[Path] = WorkspaceOpt) -> None:
 
 @review_app.command("push")
 def review_push(
-    stage: str = typer.Option("translation", help="translation | adjudication | sentences | inflections | judge"),
+    stage: str = typer.Option("translation", help=" | ".join(reviews.REVIEW_STAGES)),
     lang: str = LangOpt,
     limit: Optional[int] = typer.Option(None, help="At most this many tasks per language"),
     overlap: int = typer.Option(1, min=1, help="Curators per task for the overlapping share"),
@@ -73,7 +73,8 @@ def review_push(
 ) -> None:
     """Push proposals for review; repeated pushes skip unchanged tasks and update changed ones in place.
 
-    `--stage adjudication` pushes the items whose curators disagree to an adjudication project."""
+    An adjudication stage (`adjudication` for translations, `adjudicate-pairs`, `adjudicate-forms`,
+    `adjudicate-judge`) pushes the items whose curators disagree to its own project."""
     from annotation.review import push
     from annotation.server import connect
 
@@ -137,14 +138,14 @@ def review_repropose(
 
 @review_app.command("status")
 def review_status_cmd(workspace: Optional[Path] = WorkspaceOpt, as_json: bool = JsonOpt) -> None:
-    """Per stage and language: pending, accepted, corrected, rejected, ambiguous, reviewers."""
+    """Per stage and language: pending, decisions, skipped, open disagreements, adjudicated, agreement, reviewers."""
     rows = reviews.review_status(open_ws(workspace))
     if as_json:
         print(json.dumps(rows, ensure_ascii=False, indent=1))
         return
     table = Table()
-    for col in ("stage", "lang", "pending", "accept", "corrected", "fix", "reject", "ambiguous", "skipped", "disagree",
-                "alpha", "text exact", "chrF", "reviewers"):
+    for col in ("stage", "lang", "pending", "accept", "corrected", "fix", "reject", "ambiguous", "false negative", "keep",
+                "skipped", "disagree", "adjudicated", "alpha", "text exact", "chrF", "reviewers"):
         table.add_column(col)
 
     def num(v, fmt="{:.2f}"):
@@ -153,7 +154,7 @@ def review_status_cmd(workspace: Optional[Path] = WorkspaceOpt, as_json: bool = 
     for r in rows:
         agr = r.get("agreement") or {}
         table.add_row(r["stage"], r["lang"], *(str(r.get(k, "—")) for k in ("pending", "accept", "corrected", "fix", "reject",
-                                                                           "ambiguous", "skipped")),
-                      str(r.get("disagreements", "")), num(agr.get("alpha")), num(agr.get("exact_match")),
-                      num(agr.get("chrf"), "{:.1f}"), ", ".join(r["reviewers"]))
+                                                                           "ambiguous", "false negative", "keep", "skipped")),
+                      str(r.get("disagreements", "")), str(r.get("adjudicated", "")), num(agr.get("alpha")),
+                      num(agr.get("exact_match")), num(agr.get("chrf"), "{:.1f}"), ", ".join(r["reviewers"]))
     out.print(table)

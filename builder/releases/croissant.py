@@ -81,9 +81,10 @@ def croissant(*, name: str, version: str, license: str, created_at: str, langs: 
             fields.append(field)
         record_sets.append({"@type": "cr:RecordSet", "@id": config, "name": config, "field": fields})
     review = stats.review
-    agreements = [f"{r.config}: {r.agreement.items} items reviewed by two or more curators, Krippendorff's alpha "
-                  f"{'undefined' if r.agreement.alpha is None else f'{r.agreement.alpha:.2f}'}"
-                  for r in review if r.agreement]
+    agreements = [f"{r.config} {a.stage}: {a.agreement.items} items reviewed by two or more curators, Krippendorff's "
+                  f"alpha {'undefined' if a.agreement.alpha is None else f'{a.agreement.alpha:.2f}'}, "
+                  f"{a.adjudicated} adjudicated"
+                  for r in review for a in r.agreement]
     models = ", ".join(f"{m['model']} ({', '.join(f'{s} {n}' for s, n in m['calls'].items())} calls)" for m in stats.models)
     curators = sum(r.curators for r in review)
     return {

@@ -6,8 +6,9 @@ Rows are read in a few bulk queries and kept column-wise, so a 250,000-pair rele
 
 A row is *verified* when each of its three words is a verified word (an expert seed or a curator's
 decision) that was not changed after the sentence was written; otherwise it needs a waiver.
-Where a curator reviewed the sentences themselves, their decision applies: fixed sentences are
-released as fixed (and count as corrected), rejected ones wait for regeneration like unverified rows.
+Where curators reviewed the sentences themselves, their settled decision applies: fixed sentences are
+released as fixed (and count as corrected), rejected ones wait for regeneration like unverified rows,
+and sentences whose curators disagree wait for an adjudicator.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from builder.languages import SOURCE_LANGUAGE
 from builder.records import NEGATIVE_TYPES
 from builder.releases.features import M2C_FEATURES, M2C_PREFIX, PAIR_FEATURES
 from builder.releases.waivers import waivers
-from builder.reviews import SentenceReview, sentence_decisions
+from builder.reviews import ADJUDICATION, SentenceReview, disagreements, sentence_decisions
 from builder.workspace import schema as t
 from builder.workspace.store import Workspace
 
@@ -182,7 +183,8 @@ def _pair_rows(ws: Workspace, langs: list[str]) -> dict[str, ConfigRows]:
     out = {}
     for lang, rows in sorted(by_lang.items()):
         rows.sort(key=lambda r: r[0])
-        out[lang] = _config(lang, rows, pairs, concepts, props, words[lang], stale, waived, sentence_decisions(ws, lang))
+        out[lang] = _config(lang, rows, pairs, concepts, props, words[lang], stale, waived, sentence_decisions(ws, lang),
+                            disagreements(ws, lang, "sentences"))
     return out
 
 
@@ -194,7 +196,7 @@ def _fixed_spans(acceptable: str, unacceptable: str) -> tuple[int, int, int, int
 
 
 def _config(lang, rows, pairs, concepts, props, words, stale, waived,
-            reviewed: dict[str, SentenceReview]) -> ConfigRows:
+            reviewed: dict[str, SentenceReview], disputed: dict[str, list[dict]]) -> ConfigRows:
     pid, _, sa, su, ap0, ap1, ac0, ac1, uc0, uc1, calls, af, uf = (list(c) for c in zip(*rows))
     prop_ids, acc_ids, unacc_ids, negs, sims = (list(c) for c in zip(*(pairs[p] for p in pid)))
     none = (None, None, 0, False)
@@ -202,14 +204,16 @@ def _config(lang, rows, pairs, concepts, props, words, stale, waived,
     result = ConfigRows(lang, lang, {})
     status = ["source" if lang == SOURCE_LANGUAGE else "verified"] * len(pid)
     missing = [i for i, (p, a, u) in enumerate(zip(wp, wa, wu)) if p[1] is None or a[1] is None or u[1] is None]
-    index = {p: i for i, p in enumerate(pid)} if stale or reviewed else {}
+    index = {p: i for i, p in enumerate(pid)} if stale or reviewed or disputed else {}
     late = [index[p] for p, lg, _ in stale if lg == lang and p in index]
     sentence_fixed = set()
-    rejected = {}
+    held = {i: f"curators disagree on the sentences ({'; '.join(a['reviewer'] + ': ' + a['decision'] for a in anns)}); "
+               f"an adjudicator decides them (`builder review push --stage {ADJUDICATION['sentences']}`)"
+            for i, anns in ((index[p], anns) for p, anns in disputed.items() if p in index)}
     for p, review in reviewed.items():
         i = index[p]
         if review.decision == "reject":
-            rejected[i] = f"a curator rejected the sentences ({review.comment or 'no comment'}); regenerate them"
+            held[i] = f"a curator rejected the sentences ({review.comment or 'no comment'}); regenerate them"
         elif (review.acceptable, review.unacceptable) != (sa[i], su[i]):
             prop_text = sa[i][ap0[i]:ap1[i]] if ap0[i] is not None and ap1[i] is not None else None
             sa[i], su[i] = review.acceptable, review.unacceptable
@@ -217,12 +221,12 @@ def _config(lang, rows, pairs, concepts, props, words, stale, waived,
             at = sa[i].find(prop_text) if prop_text else -1
             ap0[i], ap1[i] = (at, at + len(prop_text)) if at >= 0 else (None, None)
             sentence_fixed.add(i)
-    for i in sorted(set(missing) | set(late) | set(rejected)):
+    for i in sorted(set(missing) | set(late) | set(held)):
         items = (prop_ids[i], acc_ids[i], unacc_ids[i])
         why = "; ".join([f"{kind} {item} has no verified word in {lang}" if w[1] is None
                          else f"{kind} {item} was re-verified after the sentence was written (regenerate it)"
                          for kind, item, w in zip(_WORDS, items, (wp[i], wa[i], wu[i]))
-                         if w[1] is None or (pid[i], lang, item) in stale] + ([rejected[i]] if i in rejected else []))
+                         if w[1] is None or (pid[i], lang, item) in stale] + ([held[i]] if i in held else []))
         if ("pair", pid[i], lang) in waived:
             status[i] = "waived"
             result.waived[i] = waived[("pair", pid[i], lang)]

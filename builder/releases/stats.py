@@ -1,5 +1,5 @@
 """Statistics a release reports: counts and concept–property overlap per language × negative type, and
-review statistics."""
+review statistics, with the curators' agreement per config and review stage."""
 
 from __future__ import annotations
 
@@ -7,13 +7,12 @@ from collections import Counter
 
 from pydantic import BaseModel
 
-from builder.agreement import Agreement
 from builder.audits import OverlapRow, overlap_table
 from builder.audits.overlap import PairWords
 from builder.languages import registry
 from builder.records import NEGATIVE_TYPES
 from builder.releases.rows import ConfigRows
-from builder.reviews import agreement, curators
+from builder.reviews import StageAgreement, curators, stage_agreement
 from builder.workspace.store import Workspace
 
 
@@ -26,7 +25,7 @@ class ConfigReview(BaseModel):
     corrected: int
     min_reviewers: int  # the least-reviewed row's curators (0 when the config has source rows only)
     curators: int  # people who reviewed or translated this language's words
-    agreement: Agreement | None = None
+    agreement: list[StageAgreement] = []  # each review stage of the config's rows that curators annotated
 
 
 class ReleaseStats(BaseModel):
@@ -73,19 +72,28 @@ def overlap(configs: dict[str, ConfigRows], scripts: dict[str, tuple[bool, str]]
     return overlap_table(words, scripts)
 
 
+PAIR_STAGES = ("translation", "sentences", "judge")  # the review stages behind a minimal pair's row
+M2C_STAGES = ("inflections",)
+
+
+def _agreement(ws: Workspace, lang: str, stages: tuple[str, ...]) -> list[StageAgreement]:
+    return [a for a in (stage_agreement(ws, lang, stage) for stage in stages) if a is not None]
+
+
 def release_stats(ws: Workspace, configs: dict[str, ConfigRows], models: list[dict]) -> ReleaseStats:
     review = []
     for name, c in sorted(configs.items()):
         if c.is_m2c:
             review.append(ConfigReview(config=name, rows=len(c), verified=len(c) - len(c.waived), waived=len(c.waived),
-                                       source=0, corrected=0, min_reviewers=0, curators=0))
+                                       source=0, corrected=0, min_reviewers=0, curators=0,
+                                       agreement=_agreement(ws, c.lang, M2C_STAGES)))
             continue
         status = Counter(c.columns["review_status"])
         reviewed = [n for n, s in zip(c.columns["n_reviewers"], c.columns["review_status"]) if s != "source"]
         review.append(ConfigReview(
             config=name, rows=len(c), verified=status["verified"], waived=status["waived"], source=status["source"],
             corrected=sum(c.columns["corrected"]), min_reviewers=min(reviewed, default=0),
-            curators=len(curators(ws, c.lang)) if reviewed else 0, agreement=agreement(ws, c.lang),
+            curators=len(curators(ws, c.lang)) if reviewed else 0, agreement=_agreement(ws, c.lang, PAIR_STAGES),
         ))
     scripts = {code: (lang.spaced, lang.script) for code, lang in registry(ws).items()}
     return ReleaseStats(counts=counts(configs), review=review, models=models, overlap=overlap(configs, scripts))

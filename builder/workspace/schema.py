@@ -17,9 +17,10 @@ from sqlalchemy import (
     UniqueConstraint,
 )
 
-SCHEMA_VERSION = 6  # 2: review projects and annotations (Label Studio); 3: sentence_reviews, m2c_tests, lexicon_forms,
+SCHEMA_VERSION = 7  # 2: review projects and annotations (Label Studio); 3: sentence_reviews, m2c_tests, lexicon_forms,
 # release_waivers; 4: review rows keyed by the Label Studio server's identity (column `server`), no longer by its URL;
-# 5: llm_claims; 6: llm_endpoints, llm_calls.mode and .max_tokens, batches.failures
+# 5: llm_claims; 6: llm_endpoints, llm_calls.mode and .max_tokens, batches.failures;
+# 7: table_reviews
 
 # A review server's identity that is only its URL: rows recorded before identities (schema version 3
 # and older), and an external Label Studio that does not show its organization.
@@ -260,6 +261,18 @@ sentence_reviews = Table(
     Column("version", String(16), nullable=False),
     Column("acceptable", Text, nullable=False),
     Column("unacceptable", Text, nullable=False),
+)
+
+table_reviews = Table(
+    "table_reviews",
+    metadata,
+    # The inflection-specific half of a `review_annotations` row (same key): which version of the lemma's
+    # proposed table the curator saw, fixed at the first pull.
+    Column("annotation_id", Integer, primary_key=True, autoincrement=False),
+    Column("server", Text, primary_key=True),
+    Column("lang", String(8), nullable=False),
+    Column("lemma", Text, nullable=False),
+    Column("version", String(16), nullable=False),
 )
 
 m2c_tests = Table(
