@@ -101,7 +101,9 @@ def next_en(concepts, cid):
 BASELINE_SQL = """
 SELECT sp.pair_id, sp.lang, p.property_id, wp.text, pr.english, wa.text, wu.text, ca.english, cu.english, ca.category,
        p.negative_type, p.similarity, sp.acceptable, sp.unacceptable,
-       json_extract(sp.spans, '$.acceptable_property[0]'), json_extract(sp.spans, '$.acceptable_property[1]')
+       json_extract(sp.spans, '$.acceptable_property[0]'), json_extract(sp.spans, '$.acceptable_property[1]'),
+       json_extract(sp.spans, '$.acceptable_concept[0]'), json_extract(sp.spans, '$.acceptable_concept[1]'),
+       json_extract(sp.spans, '$.unacceptable_concept[0]'), json_extract(sp.spans, '$.unacceptable_concept[1]')
 FROM sentence_pairs sp JOIN pairs p ON p.id = sp.pair_id JOIN properties pr ON pr.id = p.property_id
 JOIN concepts ca ON ca.id = p.acceptable_id JOIN concepts cu ON cu.id = p.unacceptable_id
 JOIN verified_words wp ON wp.item_id = p.property_id AND wp.lang = sp.lang
@@ -122,11 +124,12 @@ def baseline(db: Path, out: Path) -> int:
     n = 0
     for lang, rows in by_lang.items():
         cols = list(zip(*rows))
-        spans = [[a, b] for a, b in zip(cols[14], cols[15])]
+        spans = [[[a, b] for a, b in zip(cols[k], cols[k + 1])] for k in (14, 16, 18)]
         status = "source" if lang == "en" else "verified"
         data = dict(zip(list(PAIR_FEATURES)[:10], cols[:10]))
         data |= {"negative_type": [neg[x] for x in cols[10]], "similarity": cols[11], "acceptable_sentence": cols[12],
-                 "unacceptable_sentence": cols[13], "property_span": spans, "review_status": [status] * len(rows),
+                 "unacceptable_sentence": cols[13], "property_span": spans[0],
+                 "acceptable_concept_span": spans[1], "unacceptable_concept_span": spans[2], "review_status": [status] * len(rows),
                  "n_reviewers": [0 if lang == "en" else 1] * len(rows), "corrected": [False] * len(rows)}
         (out / lang).mkdir(parents=True)
         pq.write_table(pa.Table.from_pydict(data, schema=PAIR_FEATURES.arrow_schema), out / lang / "test.parquet")
