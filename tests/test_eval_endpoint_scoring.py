@@ -12,22 +12,19 @@ import urllib.request
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 import pytest
 
 from builder.llm.config import LLMSettings
 from evaluate.endpoint_scoring import EndpointScorer, EndpointScoringError
 from evaluate.gguf import default_model
 from evaluate.methods import EvalOptions, resolve
+from evaluate.models import load_model
 from evaluate.run import run_evaluation
 from evaluate.scoring import Scorer
 
 from completions_standin import CompletionsStandin
 from conftest import settings_for
 from eval_fixtures import release, release_pairs, toy, toy_dir  # noqa: F401
-
-LLAMA_SERVER_PYTHON = os.environ.get("BUILDER_LLAMA_SERVER_PYTHON", "/tmp/llama/venv/bin/python")
-
 
 def endpoint(base_url: str, model: str, concurrency: int = 4) -> LLMSettings:
     return LLMSettings(base_url=base_url, api_key="test-key", model=model, concurrency=concurrency, timeout_s=120.0,
@@ -71,44 +68,55 @@ def test_a_chat_only_server_is_refused_naming_what_is_missing(server, tmp_path, 
                        endpoint=settings_for(server), score_endpoint=True)
 
 
-@pytest.fixture(scope="module")
-def llama_server(tmp_path_factory):
-    """llama-cpp-python's OpenAI server on SmolLM2's GGUF file, on a free loopback port."""
-    if not Path(LLAMA_SERVER_PYTHON).is_file():
-        pytest.skip(f"no llama-cpp-python server environment at {LLAMA_SERVER_PYTHON} (BUILDER_LLAMA_SERVER_PYTHON)")
-    gguf = default_model()
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    log = tmp_path_factory.mktemp("llama-server") / "server.log"
-    proc = subprocess.Popen([LLAMA_SERVER_PYTHON, "-m", "llama_cpp.server", "--model", str(gguf), "--host", "127.0.0.1",
-                             "--port", str(port), "--n_ctx", "2048"], stdout=log.open("wb"), stderr=subprocess.STDOUT)
-    try:
+class LlamaServer:
+    """llama-cpp-python's OpenAI server on SmolLM2's GGUF file, on a free loopback port, from the environment that
+    `make llama-cpp` installs (builder/llm: ~/.cache/xbench-builder/llama-cpp-0.3.36, BUILDER_LLAMA_CPP_HOME)."""
+
+    def __init__(self, python: Path, log: Path) -> None:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]
+        self.base_url, self.model = f"http://127.0.0.1:{self.port}/v1", str(default_model())
+        self.proc = subprocess.Popen([str(python), "-m", "llama_cpp.server", "--model", self.model, "--host", "127.0.0.1",
+                                      "--port", str(self.port), "--n_ctx", "2048"], stdout=log.open("wb"),
+                                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         deadline = time.monotonic() + 180
         while True:
             try:
-                urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/models", timeout=5).close()
-                break
+                urllib.request.urlopen(f"{self.base_url}/models", timeout=5).close()
+                return
             except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    proc.kill()
+                if self.proc.poll() is not None or time.monotonic() > deadline:
+                    self.stop()
                     raise RuntimeError(f"llama.cpp server did not start: {log.read_text(errors='replace')[-2000:]}")
                 time.sleep(0.5)
-        yield f"http://127.0.0.1:{port}/v1", str(gguf)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def llama_server(tmp_path_factory):
+    home = Path(os.environ.get("BUILDER_LLAMA_CPP_HOME", Path.home() / ".cache" / "xbench-builder" / "llama-cpp-0.3.36"))
+    python = home / "venv" / "bin" / "python"
+    if not python.is_file():
+        pytest.skip(f"llama-cpp-python's server is not installed in {home} (make llama-cpp)")
+    server = LlamaServer(python, tmp_path_factory.mktemp("llama-server") / "server.log")
+    try:
+        yield server
     finally:
-        proc.terminate()
-        proc.wait(timeout=30)
+        server.stop()
 
 
 def test_llama_cpp_server_needs_the_bos_token_and_then_agrees_with_local_scores(llama_server, subset):
-    base_url, model = llama_server
+    base_url, model = llama_server.base_url, llama_server.model
     with pytest.raises(EndpointScoringError, match="misaligned.*does not start with the model's BOS token"):
         EndpointScorer(endpoint(base_url, model)).setup
     pairs, _ = subset
     remote = EndpointScorer(endpoint(base_url, model, concurrency=2), bos="<|im_start|>")
     assert not remote.setup.first_token_scored  # llama-cpp-python nulls the first echoed token
-    from evaluate.models import load_model
-
     local = Scorer(load_model(default_model()), "bos")  # the same weights, dequantized; BOS <|im_start|> as sent
     sentences = list(dict.fromkeys([*pairs["acceptable_sentence"], *pairs["unacceptable_sentence"]]))
     got, want = remote.score([("", s) for s in sentences]), local.score([("", s) for s in sentences])
