@@ -36,7 +36,7 @@ def test_demo_stops_at_review_then_runs_the_whole_loop_on_the_recording(tmp_path
         assert first.returncode == 0, first.stderr
         assert "the recording bundled with the sample" in first.stdout and "wait for curators" in first.stdout
         assert not (tmp_path / "demo" / "releases").exists()
-        done = _demo(tmp_path, "--auto-review")
+        done = _demo(tmp_path, "--auto-review", "--model", "toy")  # the toy: SmolLM2's whole evaluation takes minutes
         assert done.returncode == 0, done.stderr
         ws = open_workspace(tmp_path / "demo")
         calls = ws.rows(select(t.llm_calls.c.source, t.llm_calls.c.stage))
@@ -79,7 +79,7 @@ def test_demo_stops_at_review_then_runs_the_whole_loop_on_the_recording(tmp_path
         summary = pd.read_parquet(report.parent / "llm" / "selftranslate_summary.parquet")
         assert set(summary["lang"]) == {"de", "zh", "ar", "ja", "ru", "vi"} and (summary["bleu"].dropna() > 50).all()
         # Resuming the finished demo costs nothing and changes nothing.
-        again = _demo(tmp_path, "--auto-review")
+        again = _demo(tmp_path, "--auto-review", "--model", "toy")
         assert again.returncode == 0 and "re-using it" in again.stdout
         assert len(ws.rows(select(t.llm_calls.c.id))) == len(calls)
         assert len(llm_rows(select(t.llm_calls.c.id))) == len(llm_calls)
