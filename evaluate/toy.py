@@ -35,8 +35,8 @@ def sample_pairs() -> pd.DataFrame:
     rows = []
     for line in (seeds / "comps.jsonl").read_text(encoding="utf-8").splitlines():
         c = json.loads(line)
-        acc, _, span = english_sentence(c["prefix_acceptable"], c["property_phrase"])
-        unacc = english_sentence(c["prefix_unacceptable"], c["property_phrase"])[0]
+        acc, acc_span, span = english_sentence(c["prefix_acceptable"], c["property_phrase"])
+        unacc, unacc_span, _ = english_sentence(c["prefix_unacceptable"], c["property_phrase"])
         rows.append({
             "pair_id": pair_id(c["property"], c["acceptable_concept"], c["unacceptable_concept"]), "lang": "en",
             "property_id": property_id(c["property"]), "property": c["property"], "property_en": c["property"],
@@ -44,7 +44,8 @@ def sample_pairs() -> pd.DataFrame:
             "acceptable_concept_en": c["acceptable_concept"], "unacceptable_concept_en": c["unacceptable_concept"],
             "category": category.get(c["acceptable_concept"], ""), "negative_type": c["negative_sample_type"],
             "similarity": c["similarity"], "acceptable_sentence": acc, "unacceptable_sentence": unacc,
-            "property_span": list(span), "review_status": "source", "n_reviewers": 0, "corrected": False,
+            "property_span": list(span), "acceptable_concept_span": list(acc_span),
+            "unacceptable_concept_span": list(unacc_span), "review_status": "source", "n_reviewers": 0, "corrected": False,
         })
     return pd.DataFrame(rows)
 

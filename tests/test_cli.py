@@ -65,8 +65,9 @@ def demo_released(demo_dir, demo_stopped) -> subprocess.CompletedProcess:
 
 @pytest.fixture(scope="session")
 def demo_done(demo_dir, demo_released) -> subprocess.CompletedProcess:
-    """Once more with --auto-review: it resumes at the release and evaluates it."""
-    return _demo(demo_dir, "--auto-review")
+    """Once more with --auto-review: it resumes at the release and evaluates it, with the toy (the default model's
+    whole evaluation takes minutes; the parity and chat-model tests run SmolLM2)."""
+    return _demo(demo_dir, "--auto-review", "--model", "toy")
 
 
 def _llm_rows(cache: LLMCache, stmt) -> list[dict]:
@@ -136,7 +137,7 @@ def test_resuming_the_finished_demo_costs_nothing_and_changes_nothing(demo_done,
     llm_cache = LLMCache.open(demo_dir / "eval" / "0.1.0" / "llm" / "llm-cache.sqlite")
     try:
         calls, llm_calls = len(ws.rows(select(t.llm_calls.c.id))), len(_llm_rows(llm_cache, select(t.llm_calls.c.id)))
-        again = _demo(demo_dir, "--auto-review")
+        again = _demo(demo_dir, "--auto-review", "--model", "toy")
         assert again.returncode == 0 and "re-using it" in again.stdout
         assert len(ws.rows(select(t.llm_calls.c.id))) == calls
         assert len(_llm_rows(llm_cache, select(t.llm_calls.c.id))) == llm_calls

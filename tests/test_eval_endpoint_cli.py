@@ -66,7 +66,7 @@ def test_endpoint_run_report_and_gates_on_consistency_and_morphological_errors(m
 def test_endpoint_cannot_run_scoring_methods_and_m2c_needs_tests(m2c_release, server, tmp_path):
     res = cli("eval", "run", "--release", str(m2c_release), "--endpoint", server.base_url, "--model", "x",
               "--methods", "direct,meta", "--out", str(tmp_path / "o"))
-    assert res.exit_code == 1 and "direct need a local model's scores" in res.output
+    assert res.exit_code == 1 and "direct need scores: a local model, or --score-endpoint" in res.output
     res = cli("eval", "run", "--release", str(m2c_release), "--endpoint", server.base_url, "--model", "x",
               "--methods", "m2c", "--langs", "ja", "--out", str(tmp_path / "o"))
     assert res.exit_code == 1 and "no M2C tests for ja" in res.output

@@ -10,9 +10,9 @@ import pytest
 import torch
 from tokenizers import processors
 
-from evaluate.direct import VARIANTS, ScoredTexts, pair_scores, shared_continuation
+from evaluate.direct import VARIANTS, ScoredTexts, after_concept, pair_scores
 from evaluate.models import Capabilities, choose_batch_size, choose_device, choose_dtype, load_model, weights_sha256
-from evaluate.scoring import PROBE_TOKENS, Scorer, TokenScores
+from evaluate.scoring import PROBE_TOKENS, Scorer, TokenScores, pack, resolve_bos
 
 from eval_fixtures import release, release_pairs, toy, toy_dir  # noqa: F401
 
@@ -177,6 +177,26 @@ def test_bos_is_prepended_once_even_by_a_tokenizer_that_adds_its_own(toy_dir, tm
         assert len(ts.logprobs) == scored_tokens
 
 
+def test_bos_can_be_named_and_auto_prefers_the_document_separator_to_a_chat_turn_marker(toy):
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(toy.tokenizer.name_or_path)
+    assert resolve_bos("auto", tok)[0].bos_token == "<s>"  # no chat template: the BOS token
+    named, named_id = resolve_bos("</s>", tok)
+    assert (named.bos_policy, named.bos_token, named_id) == ("token", "</s>", tok.eos_token_id)
+    with pytest.raises(ValueError, match="not one token of the vocabulary.*<s>"):
+        resolve_bos("<|nothing|>", tok)
+    # SmolLM2's set-up: BOS is the chat-turn marker, EOS ends each turn, <|endoftext|> separates documents.
+    tok.add_special_tokens({"additional_special_tokens": ["<|im_start|>", "<|im_end|>", "<|endoftext|>"]})
+    tok.bos_token, tok.eos_token = "<|im_start|>", "<|im_end|>"
+    tok.chat_template = ("{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + "
+                         "'<|im_end|>' + '\\n'}}{% endfor %}")
+    setup, chosen = resolve_bos("auto", tok)
+    assert setup.bos_token == "<|endoftext|>" and chosen == tok.convert_tokens_to_ids("<|endoftext|>")
+    assert "<|im_start|> opens every chat turn" in setup.bos_reason and setup.first_token_scored
+    assert resolve_bos("bos", tok)[0].bos_token == "<|im_start|>"  # asked for by name, it is used
+
+
 def test_device_dtype_and_batch_size_choices():
     cpu, gpu = Capabilities(), Capabilities(cuda=True, cuda_bf16=True, cuda_free_bytes=80 * 2**30)
     old_gpu = Capabilities(cuda=True, cuda_bf16=False, cuda_free_bytes=16 * 2**30)
@@ -201,40 +221,57 @@ def test_device_dtype_and_batch_size_choices():
     assert choose_batch_size(7, "cuda", gpu, **llama8b) == 7
 
 
-def test_bf16_scoring_on_cpu_agrees_with_fp32(toy_dir, release_pairs):
+def test_bf16_scoring_on_cpu_agrees_with_fp32_and_takes_target_and_normaliser_from_the_same_logits(toy_dir, release_pairs):
     pairs, _ = release_pairs
     sub = pairs[pairs["lang"].isin(["en", "de"])]
     texts = list(dict.fromkeys([*sub["acceptable_sentence"], *sub["unacceptable_sentence"]]))
     fp32 = load_model(toy_dir, device="cpu", dtype="float32")
     bf16 = load_model(toy_dir, device="cpu", dtype="bf16")
     assert bf16.info.dtype == "bfloat16" and next(bf16.model.parameters()).dtype == torch.bfloat16
+    low = Scorer(bf16)
+    assert Scorer(fp32).setup.precision == "float32" and "output layer (a float32 copy)" in low.setup.precision
     a = Scorer(fp32).score([("", t) for t in texts])
-    b = Scorer(bf16).score([("", t) for t in texts])
+    b = low.score([("", t) for t in texts])
+    per_token = np.concatenate([a[("", t)].logprobs - b[("", t)].logprobs for t in texts])
+    print(f"bf16 vs fp32 per token: max |d| {np.abs(per_token).max():.4f} nats, mean {np.abs(per_token).mean():.4f}")
+    assert np.abs(per_token).mean() < 0.05
     x = np.array([a[("", t)].logprobs.sum() for t in texts])
     y = np.array([b[("", t)].logprobs.sum() for t in texts])
     assert np.median(np.abs(x - y) / np.abs(x)) < 0.02
     decided = [(x[texts.index(p)] > x[texts.index(q)]) == (y[texts.index(p)] > y[texts.index(q)])
                for p, q in zip(sub["acceptable_sentence"], sub["unacceptable_sentence"])]
     assert np.mean(decided) >= 0.95
+    # Every possible next token scored at one position: the probabilities sum to one only if each target's logit
+    # and the normaliser come from the same logits (a bf16 normaliser under float32 targets missed by ~1e-2).
+    ids = low.prefix() + low.encode(["A whale lives in"])[0]
+    row = pack([ids], 0).rows[0]
+    states = low._forward([row], packed=False).flatten(0, 1)
+    vocab = bf16.model.config.vocab_size
+    lp = low._logprobs(states, np.full(vocab, len(ids) - 1), np.arange(vocab), np.zeros(vocab, np.int64), np.full(1, np.nan))
+    assert abs(float(torch.logsumexp(torch.as_tensor(lp, dtype=torch.float64), 0))) < 1e-5
 
 
-def test_conditional_scores_the_same_continuation_in_both_sentences(toy):
+def test_conditional_scores_what_follows_the_concept_in_both_sentences(toy):
     a, b = "A toaster is used for heating food.", "A blender is used for heating food."
     c, d = "Heating food is done by a toaster", "Heating food is done by a kettle"  # the concept comes last
     s = Scorer(toy).score([("", t) for t in (a, b, c, d)])
-    v = pair_scores(pd.DataFrame({"acceptable_sentence": [a, c], "unacceptable_sentence": [b, d]}), s)
-    n = shared_continuation(a, s[("", a)].starts.tolist(), b, s[("", b)].starts.tolist())
-    assert n and a[-n:] == b[-n:] and a[-n:].strip().startswith("is used")  # not from the middle of "toaster"/"blender"
-    for side, text in enumerate((a, b)):
+    spans = {"acceptable_concept_span": [[2, 9], [26, 33]], "unacceptable_concept_span": [[2, 9], [26, 32]]}
+    v = pair_scores(pd.DataFrame({"acceptable_sentence": [a, c], "unacceptable_sentence": [b, d], **spans}), s)
+    at = after_concept(a, s[("", a)].starts.tolist(), 9, b, s[("", b)].starts.tolist(), 9)
+    assert at is not None and a[at[0]:] == b[at[1]:] and a[at[0]:].strip().startswith("is used")  # not inside "toaster"
+    for side, (text, start) in enumerate(zip((a, b), at)):
         ts = s[("", text)]
-        assert v["conditional"][side][0] == pytest.approx(float(ts.logprobs[ts.starts >= len(text) - n].sum()))
-        assert v["conditional_per_token"][side][0] == pytest.approx(v["conditional"][side][0] / (ts.starts >= len(text) - n).sum())
+        assert v["conditional"][side][0] == pytest.approx(float(ts.logprobs[ts.starts >= start].sum()))
+        assert v["conditional_per_token"][side][0] == pytest.approx(v["conditional"][side][0] / (ts.starts >= start).sum())
         assert v["full"][side][0] < v["conditional"][side][0] < 0
-    assert v["conditional_per_char"][0][0] == pytest.approx(v["conditional"][0][0] / n)
-    # Sentences that share no continuation have no conditional score, and still a full one.
-    assert shared_continuation(c, s[("", c)].starts.tolist(), d, s[("", d)].starts.tolist()) == 0
+    assert v["conditional_per_char"][0][0] == pytest.approx(v["conditional"][0][0] / len(a[at[0]:]))
+    # Sentences with nothing after the concept have no conditional score, and still a full one.
+    assert after_concept(c, s[("", c)].starts.tolist(), 33, d, s[("", d)].starts.tolist(), 32) is None
     assert all(np.isnan(v[k][side][1]) for k in VARIANTS if k.startswith("conditional") for side in (0, 1))
     assert v["full"][0][1] == pytest.approx(float(s[("", c)].logprobs.sum()))
+    # Without concept spans (a release published before they were) there is no conditional score at all.
+    bare = pair_scores(pd.DataFrame({"acceptable_sentence": [a], "unacceptable_sentence": [b]}), s)
+    assert np.isnan(bare["conditional"][0][0]) and not np.isnan(bare["full"][0][0])
     assert len(VARIANTS) == 8
 
 
@@ -243,8 +280,9 @@ def test_per_token_character_and_byte_normalisations(toy):
     scored = Scorer(toy).score([("", text), ("", other)])
     ts = scored[("", text)]
     total = float(ts.logprobs.sum())
-    v = {k: a[0] for k, (a, _) in pair_scores(pd.DataFrame({"acceptable_sentence": [text], "unacceptable_sentence": [other]}),
-                                               scored).items()}
+    rows = pd.DataFrame({"acceptable_sentence": [text], "unacceptable_sentence": [other],
+                         "acceptable_concept_span": [[4, 7]], "unacceptable_concept_span": [[4, 8]]})
+    v = {k: a[0] for k, (a, _) in pair_scores(rows, scored).items()}
     assert v["full"] == pytest.approx(total)
     assert v["full_per_token"] == pytest.approx(total / len(ts.logprobs))
     assert v["full_per_char"] == pytest.approx(total / len(text))

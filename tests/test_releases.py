@@ -90,6 +90,8 @@ def expected_rows(ws, lang: str) -> dict[str, dict]:
             "negative_type": NEGATIVE_TYPES.index(p["negative_type"]), "similarity": p["similarity"],
             "acceptable_sentence": s["acceptable"], "unacceptable_sentence": s["unacceptable"],
             "property_span": list(s["spans"]["acceptable_property"]),
+            "acceptable_concept_span": list(s["spans"]["acceptable_concept"]),
+            "unacceptable_concept_span": list(s["spans"]["unacceptable_concept"]),
             "review_status": "source" if lang == "en" else "verified", "n_reviewers": 0 if lang == "en" else 1,
             "corrected": False,
         }

@@ -1,7 +1,9 @@
 """The main job on the bundled sample, end to end, in a fresh (or resumed) workspace.
 
 Seeds → LLM translation → review in a local Label Studio → sentence generation and pair audits → sentence review →
-M2C fills, their review and rendering → release 0.1.0 → evaluation with every method → gates → report.
+M2C fills, their review and rendering → release 0.1.0 → evaluation of SmolLM2-135M-Instruct (the default
+model, installed with the project) with every method → gates → report. `model="toy"` evaluates a toy
+trained on the spot instead, for fast runs; a toy cannot translate, so self-translation is then the LLM's.
 Every step resumes: a second run re-uses the workspace, the LLM cache, the release and the results.
 Without `auto_review` it stops at the first review and says how to continue.
 """
@@ -50,8 +52,9 @@ DEMO_REVIEWER = "demo-curator"  # the scripted curator's account: never a real c
 DEMO_VERSION = "0.1.0"
 RECORDING_MODEL = "sample-recording"  # replies written for the sample, not a live model's
 TOY_STEPS = 600
+TOY = "toy"  # `--model toy`: a toy trained on the release's sentences, instead of the default model
 DEMO_METHODS = ("direct", "meta", "neuro", "consistency", "selftranslate", "m2c")
-# A toy cannot translate: with no --model, self-translation is shown on the LLM's replies instead
+# A toy cannot translate: with --model toy, self-translation is shown on the LLM's replies instead
 # (the configured endpoint, or the recording), and the toy runs every other method.
 LLM_METHODS = ("selftranslate",)
 
@@ -196,13 +199,13 @@ def _evaluate(ws: Workspace, console: Console, release: Path, model: str | None,
               result: DemoResult) -> None:
     data = load_release(release, DEMO_VERSION, m2c=True)
     names = DEMO_METHODS
-    if model is None:
+    if model == TOY:
         toy = ws.directory / "toy-model"
         if not (toy / "config.json").is_file():
             console.print(f" 9/10 train a toy model on the release's sentences ({TOY_STEPS} steps, a toy: labelled so)")
             train_toy(judgement_corpus(data.pairs), toy, steps=TOY_STEPS)
         model, names = str(toy), tuple(n for n in DEMO_METHODS if n not in LLM_METHODS)
-    loaded = load_model(model)
+    loaded = load_model(model, log=lambda message: console.print(f"      {message}"))  # None: SmolLM2-135M-Instruct
     out = ws.directory / "eval" / DEMO_VERSION
     methods = resolve(list(names))
     console.print(f" 9/10 evaluate {loaded.info.name} on {len(data.pairs)} pairs with {', '.join(m.name for m in methods)} "

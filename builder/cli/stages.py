@@ -222,7 +222,8 @@ def _audit(ws, targets, properties: Optional[str], settings) -> None:
 def demo(
     workspace: Path = typer.Option(Path("demo-workspace"), "--workspace", "-w", help="The demo's folder (re-running resumes)"),
     auto_review: bool = typer.Option(False, "--auto-review", help="A scripted curator accepts every draft through Label Studio's API"),
-    model: Optional[str] = typer.Option(None, "--model", help="Evaluate this model [default: a toy trained on the spot]"),
+    model: Optional[str] = typer.Option(None, "--model", help="Evaluate this model (a folder, a GGUF file, a Hub id), or "
+                                        "'toy' for a toy trained on the spot [default: SmolLM2-135M-Instruct]"),
     evaluate: bool = typer.Option(True, "--eval/--no-eval", help="--no-eval stops after the release; the same command "
                                   "without it goes on from there"),
 ) -> None:

@@ -244,6 +244,8 @@ def _config(lang, rows, pairs, concepts, props, words, stale, waived,
         "category": list(map(category.__getitem__, acc_ids)), "negative_type": [_NEG_INDEX.get(x, -1) for x in negs],
         "similarity": sims, "acceptable_sentence": sa, "unacceptable_sentence": su,
         "property_span": [None if x is None or y is None else [x, y] for x, y in zip(ap0, ap1)],
+        "acceptable_concept_span": [None if x is None or y is None else [x, y] for x, y in zip(ac0, ac1)],
+        "unacceptable_concept_span": [None if x is None or y is None else [x, y] for x, y in zip(uc0, uc1)],
         "review_status": status,
         "n_reviewers": list(map(min, map(count, wp), map(count, wa), map(count, wu))),
         "corrected": [any(x) or i in sentence_fixed
