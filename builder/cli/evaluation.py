@@ -35,8 +35,11 @@ def run(
     revision: Optional[str] = typer.Option(None, "--revision", help="Hub model revision"),
     bos: str = typer.Option("auto", "--bos", help="auto, bos, eos or none: the token prepended to every text"),
     probe_pooling: str = typer.Option("last", "--probe-pooling", help="last or mean"),
-    probe_groups: str = typer.Option("pair", "--probe-groups", help="pair or property: what stays within one fold"),
-    probe_jobs: int = typer.Option(2, "--probe-jobs", min=1, help="Probes fitted at once"),
+    probe_groups: str = typer.Option("concept", "--probe-groups", help="concept, pair or property: what stays within one fold"),
+    probe_jobs: int = typer.Option(2, "--probe-jobs", min=1, help="Probe sets (language x negative type x model) solved at once"),
+    translate_directions: Optional[str] = typer.Option(
+        None, "--translate-directions", help="selftranslate's SOURCE-TARGET directions, comma-separated (en-de,de-en) "
+        "[default: English into every other language]"),
     out_dir: Path = typer.Option(..., "--out", help="Results folder (re-running resumes there)"),
     report: bool = typer.Option(True, "--report/--no-report", help="Write the report after the run"),
 ) -> None:
@@ -48,7 +51,8 @@ def run(
 
     try:
         chosen = resolve(methods)
-        options = EvalOptions(bos_policy=bos, probe_pooling=probe_pooling, probe_groups=probe_groups, probe_jobs=probe_jobs)
+        options = EvalOptions(bos_policy=bos, probe_pooling=probe_pooling, probe_groups=probe_groups, probe_jobs=probe_jobs,
+                              translate_directions=tuple(d.strip() for d in (translate_directions or "").split(",") if d.strip()))
         data = load_release(release, version, codes(langs), m2c=any(m.name == "m2c" for m in chosen))
         if endpoint:
             loaded, settings = None, LLMSettings(base_url=endpoint, api_key=os.environ.get("OPENAI_API_KEY") or "not-needed",
