@@ -91,7 +91,6 @@ def assemble(tables: dict[str, dict[str, Decisions]], run_to_run: dict[str, tupl
     return MethodOutput(pd.DataFrame(columns=list(ITEM_COLUMNS)), scores + run_scores + order_scores, tables_out)
 
 
-
 def sampled_runs(ctx: Context, pairs: pd.DataFrame) -> tuple[dict[str, tuple[Decisions, Decisions]], str]:
     """The acceptable-first meta prompts answered twice, sampled with seeds 1 and 2; per language, and what was compared."""
     templates = {c: lang.meta_prompt for c, lang in ctx.languages.items() if lang.meta_prompt}
