@@ -7,11 +7,15 @@ ids are shared by all languages, so every language pair is compared on its commo
 right. Decisions come from the direct and meta results of the same run (they are run first when
 not asked for; direct needs scores, so behind an endpoint only meta's are compared).
 
-The same-language baseline is the agreement of two runs that should not differ:
-- local model (deterministic): meta with the options in one order against meta with them swapped,
-  i.e. how much of a language's decisions depends on nothing but the option order;
-- endpoint: the acceptable-first meta prompts sampled twice (temperature `sample_temperature`, seeds 1
-  and 2), the sampling noise the paper compares cross-lingual consistency with.
+Two same-language figures put those numbers in proportion, each named for what it measures:
+- run-to-run agreement, the paper's baseline (its second English run): the acceptable-first meta
+  prompts answered twice, sampled (temperature `sample_temperature`, seeds 1 and 2), read as
+  generative meta reads replies, per language. Every model that samples gets it: behind an endpoint,
+  and locally, where `evaluate.backends.TransformersGenerator` samples with a seed. (A local model's
+  scored decisions are deterministic: run again, they agree with themselves entirely.)
+- order agreement, for scored meta only: the decisions with the options in one order against those
+  with them swapped, i.e. how much of a language's decisions does not depend on the option order
+  alone. It is no run-to-run baseline: a model that always picks the first option scores 0.
 """
 
 from __future__ import annotations
@@ -20,15 +24,15 @@ import numpy as np
 import pandas as pd
 
 from evaluate.decision_agreement import Decisions, agreement, consistency, label_distribution
-from evaluate.meta import prompts as meta_prompts
+from evaluate.meta import ask, prompts as meta_prompts
 from evaluate.methods import ALL, ITEM_COLUMNS, Context, MethodOutput, Score, register
 from evaluate.reporting import Page, plt, table
 
 SOURCE = "en"
 GOLD = "acceptable"
 DECISION_VARIANTS = {"direct": ("full",), "meta": ("acceptable_first", "acceptable_second")}
-SWAPPED = "meta: options in one order against the other (acceptable first vs second)"
-SAMPLED = "meta (acceptable first): two sampled runs, seeds 1 and 2"
+SEEDS = (1, 2)  # the two sampled runs of the run-to-run baseline
+ORDER = "scored meta: acceptable first against acceptable second"
 
 
 def decisions(items: pd.DataFrame, method: str, variant: str) -> dict[str, dict[str, str | None]]:
@@ -42,9 +46,23 @@ def decisions(items: pd.DataFrame, method: str, variant: str) -> dict[str, dict[
     return out
 
 
-def assemble(tables: dict[str, dict[str, Decisions]], baseline: dict[str, tuple[Decisions, Decisions]],
-             baseline_kind: str, source: str = SOURCE) -> MethodOutput:
-    """Scores and tables from decision tables (key "method/variant" -> lang -> decisions) and baseline run pairs."""
+def same_language(runs: dict[str, tuple[Decisions, Decisions]], variant: str, what: str) -> tuple[list[Score], pd.DataFrame]:
+    """Per language, the agreement of two decision tables that differ only by `what`."""
+    rows, scores = [], []
+    for lang, (first, second) in sorted(runs.items()):
+        value, n = agreement(first, second)
+        rows.append({"lang": lang, "value": value, "n": n, "compared": what})
+        if value is not None:
+            scores.append(Score(method="consistency", variant=variant, lang=lang, negative_type=ALL, metric="agreement",
+                                value=value, n=n, extra={"compared": what}))
+    return scores, pd.DataFrame(rows, columns=["lang", "value", "n", "compared"])
+
+
+def assemble(tables: dict[str, dict[str, Decisions]], run_to_run: dict[str, tuple[Decisions, Decisions]],
+             run_to_run_what: str, order: dict[str, tuple[Decisions, Decisions]] | None = None,
+             source: str = SOURCE) -> MethodOutput:
+    """Scores and tables from decision tables (key "method/variant" -> lang -> decisions), the two sampled runs
+    per language and, for scored meta, its two option orders per language."""
     scores: list[Score] = []
     matrix, split, labels = [], [], []
     for key, by_lang in tables.items():
@@ -64,32 +82,27 @@ def assemble(tables: dict[str, dict[str, Decisions]], baseline: dict[str, tuple[
                 if value is not None:
                     scores.append(Score(method="consistency", variant=key, lang=lang, negative_type=ALL, metric=metric,
                                         value=value, n=n))
-    base = []
-    for lang, (first, second) in sorted(baseline.items()):
-        value, n = agreement(first, second)
-        base.append({"lang": lang, "second_run": baseline_kind, "value": value, "n": n})
-        if value is not None:
-            scores.append(Score(method="consistency", variant="baseline", lang=lang, negative_type=ALL, metric="consistency",
-                                value=value, n=n, extra={"second_run": baseline_kind}))
+    run_scores, run_table = same_language(run_to_run, "run_to_run", run_to_run_what)
+    order_scores, order_table = same_language(order or {}, "order_agreement", ORDER)
     tables_out = {"consistency_matrix": pd.DataFrame(matrix, columns=["variant", "lang_a", "lang_b", "value", "n"]),
                   "consistency_breakdown": pd.DataFrame(split),
                   "consistency_labels": pd.DataFrame(labels, columns=["variant", "lang", "label", "share"]),
-                  "consistency_baseline": pd.DataFrame(base, columns=["lang", "second_run", "value", "n"])}
-    return MethodOutput(pd.DataFrame(columns=list(ITEM_COLUMNS)), scores, tables_out)
+                  "consistency_run_to_run": run_table, "consistency_order_agreement": order_table}
+    return MethodOutput(pd.DataFrame(columns=list(ITEM_COLUMNS)), scores + run_scores + order_scores, tables_out)
 
 
-def sampled_baseline(ctx: Context, pairs: pd.DataFrame) -> dict[str, tuple[Decisions, Decisions]]:
-    from evaluate.meta import ask
-
+def sampled_runs(ctx: Context, pairs: pd.DataFrame) -> tuple[dict[str, tuple[Decisions, Decisions]], str]:
+    """The acceptable-first meta prompts answered twice, sampled with seeds 1 and 2; per language, and what was compared."""
     templates = {c: lang.meta_prompt for c, lang in ctx.languages.items() if lang.meta_prompt}
     first = meta_prompts(pairs, templates)["acceptable_first"]
-    runs = [ask(ctx, pairs, first, stage=f"consistency baseline (run {seed})", temperature=ctx.options.sample_temperature,
-                seed=seed)[1] for seed in (1, 2)]
+    t = ctx.options.sample_temperature
+    runs = [ask(ctx, pairs, first, stage=f"consistency: sampled run (seed {seed})", temperature=t, seed=seed)[1]
+            for seed in SEEDS]
     out: dict[str, tuple[dict, dict]] = {}
     for lang, pid, one, two in zip(pairs["lang"], pairs["pair_id"], *runs):
         a, b = out.setdefault(lang, ({}, {}))
         a[pid], b[pid] = one, two
-    return out
+    return out, f"generative meta (acceptable first), sampled at temperature {t:g}: seed {SEEDS[0]} against seed {SEEDS[1]}"
 
 
 def consistency_heatmaps(matrix: pd.DataFrame, page: Page) -> None:
@@ -125,9 +138,16 @@ def section(tables: dict[str, pd.DataFrame]) -> list[str]:
     if split is not None and not split.empty:
         lines += ["### Against English", "", table(split[["variant", "lang", "n", "overall", "n_correct", "on_correct",
                                                           "n_incorrect", "on_incorrect", "invalid_source", "invalid_target"]]), ""]
-    base = tables.get("consistency_baseline")
-    if base is not None and not base.empty:
-        lines += ["### Same-language baseline (two runs)", "", table(base), ""]
+    runs = tables.get("consistency_run_to_run")
+    if runs is not None and not runs.empty:
+        lines += ["### Run-to-run agreement (the baseline: the same prompts answered twice)", "",
+                  f"{runs['compared'].iloc[0]}.", "", table(runs[["lang", "value", "n"]]), ""]
+    order = tables.get("consistency_order_agreement")
+    if order is not None and not order.empty:
+        lines += ["### Order agreement (not a baseline: the options swapped)", "",
+                  "Scored meta's decisions with the acceptable concept listed first against those with it listed second: "
+                  "the share of decisions that do not depend on the option order alone.", "",
+                  table(order[["lang", "value", "n"]]), ""]
     return lines
 
 
@@ -141,12 +161,12 @@ class Consistency:
     def run(self, ctx: Context, pairs: pd.DataFrame) -> MethodOutput:
         tables = {f"{m}/{v}": decisions(ctx.outputs[m].items, m, v)
                   for m in self.requires(ctx) for v in DECISION_VARIANTS[m]}
+        order = None
         if ctx.scorer is not None:
             first, second = tables["meta/acceptable_first"], tables["meta/acceptable_second"]
-            baseline, kind = {lang: (first[lang], second.get(lang, {})) for lang in first}, SWAPPED
-        else:
-            baseline, kind = sampled_baseline(ctx, pairs), SAMPLED
-        return assemble(tables, baseline, kind)
+            order = {lang: (first[lang], second.get(lang, {})) for lang in first}
+        runs, what = sampled_runs(ctx, pairs)
+        return assemble(tables, runs, what, order)
 
     def report(self, page: Page) -> list[str]:
         matrix = page.results.tables["consistency_matrix"]

@@ -11,6 +11,7 @@ and gates need no change.
 from __future__ import annotations
 
 import importlib
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,7 +19,7 @@ from typing import Any, Literal, Protocol
 
 import numpy as np
 import pandas as pd
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from builder.records import Language, PromptVariant
 from evaluate.models import LoadedModel
@@ -36,14 +37,26 @@ class EvalOptions(BaseModel):
     bos_policy: BosPolicy = "auto"
     seed: int = 0
     probe_pooling: Literal["last", "mean"] = "last"
-    probe_groups: Literal["pair", "property"] = Field("pair", description="what must stay within one fold")
-    probe_folds: int = Field(5, ge=2)
+    probe_groups: Literal["concept", "pair", "property"] = Field(
+        "concept", description="what stays within one fold besides a pair's two sentences: every sentence about a "
+        "concept (concept), nothing more (pair), every pair of a property (property)")
+    probe_folds: int = Field(5, ge=3, description="outer folds of the nested cross-validation")
     probe_C: float = Field(1.0, gt=0)
-    probe_jobs: int = Field(2, ge=1, description="probes (language x negative type x layer) run at once")
+    probe_jobs: int = Field(2, ge=1, description="probe sets (language x negative type x model) solved at once")
     control_seed: int = 0
-    sample_temperature: float = Field(0.7, gt=0, description="the two sampled runs of an endpoint's same-language baseline")
+    sample_temperature: float = Field(0.7, gt=0, description="the two sampled runs of the run-to-run baseline")
     # Results written before prompt variants existed asked the paper's prompts, which is what this default reads them as.
     prompt_variant: PromptVariant = Field("paper", description="meta prompts: the paper's Figure 8, or corrected ones")
+    translate_directions: tuple[str, ...] = Field(
+        (), description="selftranslate's source-target directions (en-de, de-en); none: English into every other language")
+
+    @field_validator("translate_directions")
+    @classmethod
+    def _directions(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for d in value:
+            if not re.fullmatch(r"[a-z]{2,3}-[a-z]{2,3}", d) or d[: d.index("-")] == d[d.index("-") + 1 :]:
+                raise ValueError(f"translate direction {d!r}: expected SOURCE-TARGET, two language codes (en-de)")
+        return value
 
 
 class Score(BaseModel):

@@ -1,21 +1,30 @@
 """Neuro: is acceptability linearly decodable from the model's hidden states (XCOMPS §4.2, §5.2)?
 
-Each unique sentence's last-token state (or mean over its tokens) of every layer, embeddings
-included as layer 0, is streamed to disk as float16, one file per layer, appended batch by batch,
-one language at a time (the disk holds one language's states): memory holds one batch during
-extraction (on a CPU, batches are cut to a token budget, since their activations share memory with
-everything else) and, during probing, the rows of the probes running at once, never all layers.
-The control model exists only while it extracts: it is rebuilt (same seed, same weights) per language.
+Hidden states. Each unique sentence's last-token state (or mean over its tokens) of every layer,
+embeddings included as layer 0, is streamed to disk as float16, one file per layer and model. Batches
+are cut to a token budget on a CPU, and each batch runs through the model and then through its
+randomly initialised control, so both models' states are written in one pass over the sentences; the
+control is built once per run. The disk holds one language's states at a time.
 
-A logistic-regression probe per language x negative type x layer separates acceptable from
-unacceptable sentences, with k-fold cross-validation grouped so that both sentences of a pair stay
-in one fold (an acceptable sentence shared by several negatives joins them into one group;
-optionally all pairs of a property form one group). The same probe runs on a randomly initialised
-copy of the model: a probe is only worth what it gains over that control.
+Probes. A logistic-regression probe per language x negative type x layer separates acceptable from
+unacceptable sentences, and nothing it reports was measured on data that shaped it:
+- folds are grouped so that no test sentence's concept occurs in training: every sentence about one
+  concept, and both sentences of a pair, stay in one fold (`probe_groups` "concept", the default;
+  "pair" keeps only pairs together, "property" pairs and all pairs of a property);
+- features are standardised with the mean and deviation of each fold's training rows;
+- the layer is chosen by nested cross-validation: for each outer fold, the layer whose probes score
+  the best mean F1 on the other folds (each held out in turn from the remaining ones); the reported
+  F1 is that layer's probe, trained on the remaining folds, on the outer fold.
+The same procedure runs on the control: a probe is only worth what it gains over it. The layer
+curves (Figure 5) show every layer's plain cross-validated F1, a description, not a headline.
 
-Folds are fitted on the whole probe set with the held-out rows weighted zero, which is the same
-objective as fitting on the training rows (scikit-learn averages by the weight sum) without copying
-them. Features are standardised once per probe set (no labels involved).
+Solver. A probe set holds tens to thousands of sentences with hundreds to thousands of features, and
+every layer x fold needs a probe, so the probes of a set are solved together with batched linear
+algebra (on every core): each sample's standardised features in an orthonormal basis that holds the
+training rows (a Cholesky basis of their Gram matrix when there are fewer rows than features, so at
+most n + 1 parameters; the features themselves otherwise), then damped Newton steps to convergence.
+The objective is scikit-learn's `LogisticRegression(C)` with sample weights (the weighted log-loss
+plus |w|² / 2C, intercept unpenalised); samples are weighted by how many pairs use them.
 """
 
 from __future__ import annotations
@@ -26,17 +35,15 @@ import hashlib
 import json
 import os
 import shutil
-import warnings
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import torch
-from sklearn.exceptions import ConvergenceWarning
-from sklearn.linear_model import LogisticRegression
-from sklearn.metrics import f1_score
 from sklearn.model_selection import GroupKFold
 from threadpoolctl import threadpool_limits
 
@@ -45,8 +52,11 @@ from evaluate.models import LoadedModel, random_control
 from evaluate.reporting import EXCLUDED_FROM_TYPOLOGY, Page, joined, plt, table
 from evaluate.scoring import ENCODE_CHUNK, Scorer, length_batches, pad_batch
 
-CHUNK_BYTES = 1 << 20  # working buffers of reads and standardisation stay this small
-CPU_EXTRACT_BYTES = 8 << 20  # activations of one extraction batch on a CPU, where they share memory with everything
+CHUNK_BYTES = 1 << 20  # working buffers of reads stay this small
+CPU_EXTRACT_BYTES = 64 << 20  # activations of one extraction batch on a CPU, where they share memory with everything
+PROBE_BYTES = 256 << 20  # working tensors of the probes solved at once
+NEWTON_STEPS = 100
+NEWTON_TOL = 1e-9  # on the largest gradient entry, relative to the summed sample weights
 
 
 def extraction_tokens(loaded: LoadedModel) -> int | None:
@@ -97,41 +107,54 @@ def _fingerprint(loaded: LoadedModel, scorer: Scorer, texts: list[str], pooling:
     return h.hexdigest()
 
 
-def extract_hidden(loaded: LoadedModel, scorer: Scorer, texts: list[str], directory: Path, *, pooling: str = "last",
-                   progress=None) -> HiddenStore:
-    """Write every layer's sentence vectors for `texts`; a finished store with the same inputs is reused."""
-    directory.mkdir(parents=True, exist_ok=True)
-    marker = directory / "store.json"
-    fingerprint = _fingerprint(loaded, scorer, texts, pooling)
-    if marker.is_file():
-        meta = json.loads(marker.read_text())
-        if meta["fingerprint"] == fingerprint:
-            return HiddenStore(directory, meta["texts"], meta["n_layers"], meta["hidden"])
-        marker.unlink()
+def extract_hidden(models: Mapping[str, LoadedModel], scorer: Scorer, texts: list[str], directory: Path, *,
+                   pooling: str = "last", progress=None) -> dict[str, HiddenStore]:
+    """Every layer's sentence vectors of `texts` under each model (DIRECTORY/<tag>), in one pass over the batches;
+    a finished store with the same inputs is reused. The models share one architecture (a model and its control)."""
+    stores: dict[str, HiddenStore] = {}
+    todo: dict[str, str] = {}
+    for tag, loaded in models.items():
+        marker = directory / tag / "store.json"
+        fingerprint = _fingerprint(loaded, scorer, texts, pooling)
+        meta = json.loads(marker.read_text()) if marker.is_file() else None
+        if meta and meta["fingerprint"] == fingerprint:
+            stores[tag] = HiddenStore(directory / tag, meta["texts"], meta["n_layers"], meta["hidden"])
+        else:
+            marker.unlink(missing_ok=True)
+            (directory / tag).mkdir(parents=True, exist_ok=True)
+            todo[tag] = fingerprint
+    if not todo:
+        return stores
+    first = models[next(iter(todo))]
     prefix = scorer.prefix()
     ids = [np.asarray(prefix + s, dtype=np.int32) for i in range(0, len(texts), ENCODE_CHUNK)
            for s in scorer.encode(texts[i : i + ENCODE_CHUNK])]
-    skip = len(prefix)
-    n_layers, hidden = loaded.model.config.num_hidden_layers + 1, loaded.model.config.hidden_size
+    n_layers, hidden = first.model.config.num_hidden_layers + 1, first.model.config.hidden_size
     order: list[int] = []
-    files = [open(directory / f"layer_{layer:03d}.f16", "wb") for layer in range(n_layers)]
+    files = {tag: [open(directory / tag / f"layer_{layer:03d}.f16", "wb") for layer in range(n_layers)] for tag in todo}
     try:
-        for batch in length_batches([len(s) for s in ids], loaded.info.batch_size, extraction_tokens(loaded)):
-            vecs = _pooled_states(loaded, [ids[i] for i in batch], scorer.pad_id, skip, pooling)
-            for layer, f in enumerate(files):
-                f.write(vecs[layer].tobytes())
+        for batch in length_batches([len(s) for s in ids], first.info.batch_size, extraction_tokens(first)):
+            seqs = [ids[i] for i in batch]
+            for tag in todo:
+                vecs = _pooled_states(models[tag], seqs, scorer.pad_id, len(prefix), pooling)
+                for layer, f in enumerate(files[tag]):
+                    f.write(vecs[layer].tobytes())
             order.extend(batch)
             if progress:
                 progress(len(order), len(texts))
     finally:
-        for f in files:
-            f.close()
+        for handles in files.values():
+            for f in handles:
+                f.close()
     ordered = [texts[i] for i in order]
-    tmp = marker.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"fingerprint": fingerprint, "n_layers": n_layers, "hidden": hidden, "pooling": pooling,
-                               "texts": ordered}, ensure_ascii=False))
-    os.replace(tmp, marker)
-    return HiddenStore(directory, ordered, n_layers, hidden)
+    for tag, fingerprint in todo.items():
+        marker = directory / tag / "store.json"
+        tmp = marker.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"fingerprint": fingerprint, "n_layers": n_layers, "hidden": hidden, "pooling": pooling,
+                                   "texts": ordered}, ensure_ascii=False))
+        os.replace(tmp, marker)
+        stores[tag] = HiddenStore(directory / tag, ordered, n_layers, hidden)
+    return {tag: stores[tag] for tag in models}
 
 
 def _pooled_states(loaded: LoadedModel, seqs: list, pad_id: int, skip: int, pooling: str) -> np.ndarray:
@@ -169,7 +192,9 @@ class ProbeSet:
     pair_samples: np.ndarray  # [pairs, 2]: sample index of each pair's acceptable and unacceptable sentence
 
 
-def probe_sets(pairs: pd.DataFrame, row_of: dict[str, int], group_by: str = "pair") -> list[ProbeSet]:
+def probe_sets(pairs: pd.DataFrame, row_of: dict[str, int], group_by: str = "concept") -> list[ProbeSet]:
+    """One set per language x negative type. Groups are the connected parts of: each pair's two sentences, and
+    with "concept" every sentence about the same concept, with "property" every pair of the same property."""
     sets = []
     for (lang, neg), grp in pairs.groupby(["lang", "negative_type"], sort=True):
         sample_of: dict[tuple[str, int], int] = {}
@@ -186,8 +211,12 @@ def probe_sets(pairs: pd.DataFrame, row_of: dict[str, int], group_by: str = "pai
             return x
 
         links = list(pair_samples)
-        if group_by == "property":
+        if group_by == "concept":
             first: dict[str, int] = {}
+            for column, side in (("acceptable_concept", 0), ("unacceptable_concept", 1)):
+                links += [(first.setdefault(c, s), s) for c, s in zip(grp[column], pair_samples[:, side])]
+        elif group_by == "property":
+            first = {}
             links += [(first.setdefault(p, s), s) for p, s in zip(grp["property_id"], pair_samples[:, 0])]
         for x, y in links:
             parent[find(x)] = find(y)
@@ -202,88 +231,210 @@ def probe_sets(pairs: pd.DataFrame, row_of: dict[str, int], group_by: str = "pai
     return sets
 
 
-def standardise_(X: np.ndarray) -> None:
-    """Zero mean, unit variance per column, in place and without a temporary the size of X."""
-    mean = np.zeros(X.shape[1])
-    sq = np.zeros(X.shape[1])
-    step = max(1, CHUNK_BYTES // (X.shape[1] * 8))
-    for i in range(0, len(X), step):
-        chunk = X[i : i + step].astype(np.float64)
-        mean += chunk.sum(0)
-        sq += (chunk * chunk).sum(0)
-    mean /= len(X)
-    std = np.sqrt(np.maximum(sq / len(X) - mean * mean, 0.0)) + 1e-6
-    for i in range(0, len(X), step):
-        X[i : i + step] -= mean.astype(X.dtype)
-        X[i : i + step] /= std.astype(X.dtype)
+@dataclass(frozen=True)
+class FoldPlan:
+    """Which samples each fit trains on and is scored on: first the k outer fits (fold o held out), then for
+    each outer fold o the inner fits (fold i != o held out from the folds other than o), k x (k - 1) of them."""
+
+    fold: np.ndarray  # outer fold of each sample
+    train: np.ndarray  # [fits, samples] bool
+    held_out: np.ndarray  # [fits, samples] bool
+    k: int
+
+    def inner(self, outer: int) -> list[int]:
+        """The indices of the fits that choose the layer for outer fold `outer`."""
+        start = self.k + outer * (self.k - 1)
+        return list(range(start, start + self.k - 1))
 
 
-def fit_probe(X: np.ndarray, ps: ProbeSet, *, folds: int, C: float) -> tuple[np.ndarray, np.ndarray]:
-    """Per-fold F1 (weighted by pair use) and each sample's held-out decision value. Standardises X in place."""
+def fold_plan(ps: ProbeSet, folds: int) -> FoldPlan:
     n_groups = len(np.unique(ps.groups))
-    if n_groups < 2:
-        raise ValueError(f"neuro {ps.lang}/{ps.negative_type}: {n_groups} group(s); cross-validation needs at least 2")
-    standardise_(X)
-    f1s, decision = [], np.zeros(len(ps.labels))
-    for _, test in GroupKFold(n_splits=min(folds, n_groups)).split(X, ps.labels, ps.groups):
-        w = ps.weights.copy()
-        w[test] = 0.0
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", ConvergenceWarning)
-            clf = LogisticRegression(C=C, max_iter=500).fit(X, ps.labels, sample_weight=w)
-        d = X @ clf.coef_[0].astype(X.dtype) + clf.intercept_[0]
-        decision[test] = d[test]
-        f1s.append(f1_score(ps.labels[test], d[test] > 0, sample_weight=ps.weights[test], zero_division=0.0))
-    return np.array(f1s), decision
+    if n_groups < 3:
+        raise ValueError(f"neuro {ps.lang}/{ps.negative_type}: {n_groups} group(s) of sentences; nested cross-validation "
+                         "needs at least 3 (evaluate more pairs, or group folds by pair: --probe-groups pair)")
+    k = min(folds, n_groups)
+    fold = np.empty(len(ps.labels), dtype=np.int64)
+    for o, (_, test) in enumerate(GroupKFold(n_splits=k).split(np.zeros((len(fold), 1)), ps.labels, ps.groups)):
+        fold[test] = o
+    held = [fold == o for o in range(k)] + [fold == i for o in range(k) for i in range(k) if i != o]
+    train = [fold != o for o in range(k)] + [(fold != i) & (fold != o) for o in range(k) for i in range(k) if i != o]
+    return FoldPlan(fold, np.array(train), np.array(held), k)
+
+
+def training_rows(train: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
+    """([fits, m] indices of each fit's training rows, padded by repeating its first; [fits, m] which are real)."""
+    m = int(train.sum(1).max())
+    idx = np.zeros((len(train), m), dtype=np.int64)
+    valid = np.zeros((len(train), m), dtype=bool)
+    for f, rows in enumerate(train):
+        at = np.flatnonzero(rows)
+        idx[f], valid[f, : len(at)] = at[0], True
+        idx[f, : len(at)] = at
+    return torch.as_tensor(idx), torch.as_tensor(valid)
+
+
+def coordinates(X: torch.Tensor, idx: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+    """[fits, n, d]: every sample's features standardised with each fit's training rows (`idx`, where `valid`), in
+    d = min(training rows, features) coordinates that keep every inner product with a training row, so that a
+    linear probe on them is one on the features with the same penalty |w|². A column constant on the training
+    rows is centred and left unscaled, as scikit-learn's StandardScaler leaves it. float32, like the float16
+    states they come from."""
+    v = valid.to(X.dtype)
+    count = v.sum(1, keepdim=True)
+    rows = X[idx]  # [fits, m, p]
+    mean = (v[..., None] * rows).sum(1) / count
+    std = ((v[..., None] * (rows - mean[:, None]) ** 2).sum(1) / count).sqrt()
+    std = torch.where(std > 0, std, torch.ones_like(std))
+    Z = (X[None] - mean[:, None]) / std[:, None]  # [fits, n, p]
+    if idx.shape[1] >= X.shape[1]:  # no fewer training rows than features: the features are such coordinates
+        return Z
+    Zt = Z.gather(1, idx[..., None].expand(-1, -1, Z.shape[-1])) * v[..., None]
+    K = Z @ Zt.transpose(1, 2)  # [fits, n, m]: inner products with the training rows, in a Cholesky basis of theirs
+    Ktt = K.gather(1, idx[..., None].expand(-1, -1, K.shape[-1])) * v[..., None]
+    eye = torch.eye(Ktt.shape[-1], dtype=K.dtype)
+    jitter = 1e-6 * Ktt.diagonal(dim1=-2, dim2=-1).amax(-1).clamp(min=1e-30)[:, None, None]  # a hair, for rank-deficient ones
+    while True:
+        L, info = torch.linalg.cholesky_ex(Ktt + jitter * eye)
+        if not bool(info.any()):
+            break
+        jitter = torch.where(info[:, None, None] > 0, jitter * 100, jitter)
+    return torch.linalg.solve_triangular(L, K.transpose(1, 2), upper=False).transpose(1, 2)
+
+
+def logistic_fit(design: torch.Tensor, labels: torch.Tensor, weights: torch.Tensor, C: float) -> torch.Tensor:
+    """Each problem's L2 logistic regression, [..., d + 1] (coefficients, then the intercept), by damped Newton
+    steps in float64 on all problems at once; design [..., m, d] holds the training rows' coordinates, labels and
+    weights [..., m] theirs (weight 0: padding)."""
+    X = torch.cat([design, torch.ones_like(design[..., :1])], -1).to(torch.float64)
+    s, y = weights.to(torch.float64), labels.to(torch.float64)
+    d = X.shape[-1] - 1
+    ridge = torch.cat([torch.full((d,), 1.0 / C, dtype=torch.float64), torch.zeros(1, dtype=torch.float64)])
+    theta = torch.zeros(*X.shape[:-2], d + 1, dtype=torch.float64)
+    f = torch.zeros(X.shape[:-1], dtype=torch.float64)
+
+    def loss(f: torch.Tensor, th: torch.Tensor) -> torch.Tensor:
+        return (s[..., None, :] * (torch.nn.functional.softplus(f) - y[..., None, :] * f)).sum(-1) + 0.5 * (ridge * th * th).sum(-1)
+
+    current = loss(f[..., None, :], theta[..., None, :])[..., 0]
+    tol = NEWTON_TOL * s.sum(-1).clamp(min=1.0)
+    steps = 2.0 ** -torch.arange(0, 12, 1.5, dtype=torch.float64)  # 1, 0.35, 0.125, ...: the first that does not raise the loss
+    for _ in range(NEWTON_STEPS):
+        p = torch.sigmoid(f)
+        grad = (X.transpose(-1, -2) @ (s * (p - y))[..., None])[..., 0] + ridge * theta
+        if bool((grad.abs().amax(-1) <= tol).all()):
+            break
+        hess = X.transpose(-1, -2) @ (X * (s * p * (1 - p))[..., None]) + torch.diag(ridge + 1e-12)
+        direction = torch.cholesky_solve(grad[..., None], torch.linalg.cholesky(hess))[..., 0]
+        moved = (X @ direction[..., None])[..., 0]
+        tried = loss(f[..., None, :] - steps[:, None] * moved[..., None, :],
+                     theta[..., None, :] - steps[:, None] * direction[..., None, :])
+        ok = tried <= current[..., None] * (1 + 1e-12)  # rounding near the optimum is no rise
+        first = torch.where(ok.any(-1), ok.to(torch.int8).argmax(-1), len(steps))
+        step = torch.cat([steps, torch.zeros(1, dtype=torch.float64)])[first]
+        theta = theta - step[..., None] * direction
+        f = f - step[..., None] * moved
+        current = torch.minimum(current, tried.gather(-1, first.clamp(max=len(steps) - 1)[..., None])[..., 0])
+    return theta
+
+
+def probe_decisions(layers: list[np.ndarray], train: np.ndarray, labels: np.ndarray, weights: np.ndarray,
+                    C: float) -> np.ndarray:
+    """[layers, fits, n] decision values of every sample under each layer's and fit's probe, trained on the fit's
+    rows of `train` [fits, n]."""
+    idx, valid = training_rows(train)
+    phi = torch.stack([coordinates(torch.as_tensor(X), idx, valid) for X in layers])  # [layers, fits, n, d]
+    design = phi.gather(2, idx[None, ..., None].expand(len(layers), -1, -1, phi.shape[-1]))
+    theta = logistic_fit(design, torch.as_tensor(labels)[idx].expand(design.shape[:-1]),
+                         (torch.as_tensor(weights)[idx] * valid).expand(design.shape[:-1]), C)
+    return ((phi.to(torch.float64) @ theta[..., :-1, None])[..., 0] + theta[..., -1:]).numpy()
+
+
+def weighted_f1(decision: np.ndarray, labels: np.ndarray, weights: np.ndarray, held_out: np.ndarray) -> np.ndarray:
+    """F1 of `decision > 0` on each fit's held-out samples, weighted by pair use; 0 where it is undefined."""
+    w = weights * held_out
+    pred = decision > 0
+    tp = (w * (pred & (labels == 1))).sum(-1)
+    fp = (w * (pred & (labels == 0))).sum(-1)
+    fn = (w * (~pred & (labels == 1))).sum(-1)
+    denom = 2 * tp + fp + fn
+    return np.where(denom > 0, 2 * tp / np.where(denom > 0, denom, 1), 0.0)
 
 
 @dataclass
 class ProbeResult:
+    """One model's probes on one probe set: every layer's plain CV F1 and the nested estimate."""
+
     model: str
     ps: ProbeSet
-    layer: int
-    f1: np.ndarray
-    decision: np.ndarray
+    layer_f1: np.ndarray  # [layers, k]: each layer's F1 on each outer fold
+    chosen: np.ndarray  # [k]: the layer the inner folds chose for each outer fold
+    f1: np.ndarray  # [k]: the chosen layer's F1 on each outer fold
+    decision: np.ndarray  # [samples]: held-out decision value at the layer chosen for the sample's fold
+
+    @property
+    def peak_layer(self) -> int:
+        """The layer chosen most often (the lowest among equals)."""
+        counts = Counter(self.chosen.tolist())
+        return min(counts, key=lambda layer: (-counts[layer], layer))
 
 
-def probe_all(stores: dict[str, HiddenStore], pairs: pd.DataFrame, opts: EvalOptions, progress=None) -> list[ProbeResult]:
-    """Every (model, language x negative type, layer) probe, `opts.probe_jobs` at a time."""
+def probe(store: HiddenStore, ps: ProbeSet, plan: FoldPlan, C: float, model: str) -> ProbeResult:
+    """Every layer's and fold's probe on one probe set, and the layer choice by nested cross-validation. Outer and
+    inner fits are solved apart (their training rows differ in number), layers a few at a time, as many as
+    `PROBE_BYTES` of working tensors hold."""
+    n, k = len(ps.labels), plan.k
+    per_layer = 8 * len(plan.train) * n * (store.hidden + 6 * (min(n, store.hidden) + 1))
+    chunk = max(1, PROBE_BYTES // per_layer)
+    decision = np.concatenate([
+        np.concatenate([probe_decisions([store.read(layer, ps.rows) for layer in range(lo, min(lo + chunk, store.n_layers))],
+                                        plan.train[fits], ps.labels, ps.weights, C) for fits in (slice(0, k), slice(k, None))], 1)
+        for lo in range(0, store.n_layers, chunk)])  # [layers, fits, n]
+    f1 = weighted_f1(decision, ps.labels, ps.weights, plan.held_out)  # [layers, fits]
+    chosen = np.array([int(np.argmax(f1[:, plan.inner(o)].mean(1))) for o in range(k)])
+    held = np.zeros(n)
+    for o in range(k):
+        held[plan.fold == o] = decision[chosen[o], o, plan.fold == o]
+    return ProbeResult(model, ps, f1[:, :k], chosen, f1[chosen, np.arange(k)], held)
+
+
+def probe_language(stores: dict[str, HiddenStore], pairs: pd.DataFrame, opts: EvalOptions, progress=None) -> list[ProbeResult]:
+    """Every (negative type, model) probe set of one language's pairs, `opts.probe_jobs` at a time, each on one core
+    (a probe set's batched algebra is too small to gain from several); the models share the folds."""
+    row_of = {tag: store.row_of for tag, store in stores.items()}
+    texts = next(iter(stores.values())).texts
     tasks = []
-    for tag, store in stores.items():
-        for ps in probe_sets(pairs, store.row_of, opts.probe_groups):
-            tasks += [(tag, store, ps, layer) for layer in range(store.n_layers)]
-
-    def run(task) -> ProbeResult:
-        tag, store, ps, layer = task
-        f1, decision = fit_probe(store.read(layer, ps.rows), ps, folds=opts.probe_folds, C=opts.probe_C)
-        return ProbeResult(tag, ps, layer, f1, decision)
-
-    results = []
+    for ps in probe_sets(pairs, row_of[next(iter(stores))], opts.probe_groups):
+        plan = fold_plan(ps, opts.probe_folds)
+        for tag, store in stores.items():
+            rows = np.array([row_of[tag][texts[r]] for r in ps.rows], dtype=np.int64)
+            tasks.append((store, ProbeSet(**{**ps.__dict__, "rows": rows}), plan, tag))
     if progress:
         progress(0, len(tasks))
-    with threadpool_limits(max(1, (os.cpu_count() or 1) // opts.probe_jobs)), ThreadPoolExecutor(opts.probe_jobs) as pool:
-        for r in pool.map(run, tasks):
-            results.append(r)
-            if progress:
-                progress(len(results), len(tasks))
+    results = []
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        with threadpool_limits(1), ThreadPoolExecutor(opts.probe_jobs) as pool:
+            for r in pool.map(lambda task: probe(*task[:3], opts.probe_C, task[3]), tasks):
+                results.append(r)
+                if progress:
+                    progress(len(results), len(tasks))
+    finally:
+        torch.set_num_threads(threads)
     return results
 
 
 def summarise(results: list[ProbeResult], pairs: pd.DataFrame) -> MethodOutput:
-    curves = pd.DataFrame([{"lang": r.ps.lang, "negative_type": r.ps.negative_type, "model": r.model, "layer": r.layer,
-                            "f1_mean": float(r.f1.mean()), "f1_std": float(r.f1.std()), "folds": len(r.f1),
-                            "n_pairs": len(r.ps.pair_index)} for r in results])
+    curves = pd.DataFrame([{"lang": r.ps.lang, "negative_type": r.ps.negative_type, "model": r.model, "layer": layer,
+                            "f1_mean": float(f.mean()), "f1_std": float(f.std()), "folds": len(f),
+                            "n_pairs": len(r.ps.pair_index)} for r in results for layer, f in enumerate(r.layer_f1)])
     scores, frames = [], []
-    best: dict[tuple[str, str, str], ProbeResult] = {}
-    for r in results:
-        k = (r.model, r.ps.lang, r.ps.negative_type)
-        if k not in best or r.f1.mean() > best[k].f1.mean():
-            best[k] = r
-    for (tag, lang, neg), r in sorted(best.items()):
-        scores.append(Score(method="neuro", variant=tag, lang=lang, negative_type=neg, metric="f1", value=float(r.f1.mean()),
-                            n=len(r.ps.pair_index), extra={"peak_layer": r.layer, "f1_std": float(r.f1.std())}))
+    for r in sorted(results, key=lambda r: (r.model, r.ps.lang, r.ps.negative_type)):
+        scores.append(Score(method="neuro", variant=r.model, lang=r.ps.lang, negative_type=r.ps.negative_type, metric="f1",
+                            value=float(r.f1.mean()), n=len(r.ps.pair_index),
+                            extra={"peak_layer": r.peak_layer, "chosen_layers": r.chosen.tolist(), "f1_std": float(r.f1.std())}))
         sub = pairs.loc[r.ps.pair_index]
-        frames.append(item_frame(sub, "neuro", {tag: (r.decision[r.ps.pair_samples[:, 0]], r.decision[r.ps.pair_samples[:, 1]])}))
+        frames.append(item_frame(sub, "neuro", {r.model: (r.decision[r.ps.pair_samples[:, 0]], r.decision[r.ps.pair_samples[:, 1]])}))
     for (tag, lang), grp in pd.DataFrame([s.model_dump() for s in scores]).groupby(["variant", "lang"]):
         scores.append(Score(method="neuro", variant=tag, lang=lang, negative_type=ALL, metric="f1",
                             value=float(grp["value"].mean()), n=int(grp["n"].sum()),
@@ -292,7 +443,7 @@ def summarise(results: list[ProbeResult], pairs: pd.DataFrame) -> MethodOutput:
 
 
 def fig5_layers(probes: pd.DataFrame | None, page: Page) -> None:
-    """Figure 5: layer-wise probe F1 per language, model against control."""
+    """Figure 5: layer-wise probe F1 per language (plain cross-validation of each layer), model against control."""
     if probes is None or probes.empty:
         page.omit("fig5_layers", "no neuro probes")
         return
@@ -340,18 +491,18 @@ class Neuro:
     def run(self, ctx: Context, pairs: pd.DataFrame) -> MethodOutput:
         """Language by language, so the disk holds one language's hidden states at a time."""
         pooling, results = ctx.options.probe_pooling, []
-        for lang, sub in pairs.groupby("lang", sort=True):
-            texts = list(pd.unique(pd.concat([sub["acceptable_sentence"], sub["unacceptable_sentence"]])))
-            where = ctx.work_dir / "hidden" / lang
-            stores = {"probe": extract_hidden(ctx.loaded, ctx.scorer, texts, where / "model", pooling=pooling,
-                                              progress=lambda d, t, lang=lang: ctx.progress(f"neuro {lang}: hidden states", d, t))}
-            control = random_control(ctx.loaded, ctx.options.control_seed)
-            stores["control"] = extract_hidden(control, ctx.scorer, texts, where / "control", pooling=pooling,
-                                               progress=lambda d, t, lang=lang: ctx.progress(f"neuro {lang}: control states", d, t))
-            del control  # probes need its states, not its weights
+        models = {"probe": ctx.loaded, "control": random_control(ctx.loaded, ctx.options.control_seed)}
+        try:
+            for lang, sub in pairs.groupby("lang", sort=True):
+                texts = list(pd.unique(pd.concat([sub["acceptable_sentence"], sub["unacceptable_sentence"]])))
+                where = ctx.work_dir / "hidden" / lang
+                stores = extract_hidden(models, ctx.scorer, texts, where, pooling=pooling,
+                                        progress=lambda d, t, lang=lang: ctx.progress(f"neuro {lang}: hidden states", d, t))
+                results += probe_language(stores, sub, ctx.options, lambda d, t, lang=lang: ctx.progress(f"neuro {lang}: probes", d, t))
+                shutil.rmtree(where)
+        finally:
+            del models  # the control's weights are not needed beyond this method
             _release_memory()
-            results += probe_all(stores, sub, ctx.options, lambda d, t, lang=lang: ctx.progress(f"neuro {lang}: probes", d, t))
-            shutil.rmtree(where)
         return summarise(results, pairs)
 
     def report(self, page: Page) -> list[str]:
@@ -361,7 +512,11 @@ class Neuro:
         best = sf[(sf["method"] == self.name) & (sf["negative_type"] == ALL)]
         if best.empty:
             return []
-        return ["## Neuro: best layer's F1, model against its randomly initialised control", "",
+        return ["## Neuro: probe F1 at the layer chosen by nested cross-validation, model against its randomly "
+                "initialised control", "",
+                "For each outer fold the layer is chosen on the other folds, and the F1 is measured on the outer fold "
+                "(never on the folds that chose it); the layer curves of Figure 5 are every layer's plain cross-validated "
+                "F1, descriptive only.", "",
                 table(best.pivot(index="lang", columns="variant", values="value").reset_index()), ""]
 
 
@@ -372,8 +527,8 @@ except OSError:  # not glibc (macOS, Windows, musl): nothing to trim
 
 
 def _release_memory() -> None:
-    """Give freed memory back before probing: the control's weights and extraction's buffers would otherwise
-    stay resident in the C allocator's heap (glibc keeps freed pages unless asked to trim them)."""
+    """Give freed memory back: the control's weights and extraction's buffers would otherwise stay resident in the
+    C allocator's heap (glibc keeps freed pages unless asked to trim them)."""
     gc.collect()
     if torch.cuda.is_available():
         torch.cuda.empty_cache()

@@ -23,7 +23,7 @@ from markdown_it import MarkdownIt
 
 from builder.records import NEGATIVE_TYPES
 from evaluate.methods import ALL, registry as method_registry
-from evaluate.reporting import EXCLUDED_FROM_TYPOLOGY, Page, joined, plt, table
+from evaluate.reporting import EXCLUDED_FROM_TYPOLOGY, Page, joined, plt, table, text
 from evaluate.results import Results, read_results
 
 
@@ -126,7 +126,7 @@ def build_report(directory: Path) -> Report:
                 for line in getattr(method, "report", lambda _: [])(page)]
     md = _markdown(page, head, sections)
     (directory / "report.md").write_text(md, encoding="utf-8")
-    body = MarkdownIt("commonmark").enable("table").render(md)
+    body = MarkdownIt("commonmark", {"html": False}).enable("table").render(md)  # raw HTML in the Markdown stays text
     html = ("<!doctype html><html><head><meta charset='utf-8'><title>Evaluation report</title><style>"
             "body{font-family:sans-serif;max-width:72em;margin:2em auto}table{border-collapse:collapse}"
             "td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}img{max-width:100%}</style></head><body>"
@@ -147,7 +147,7 @@ def _languages(page: Page) -> list[str]:
         rows.append({"lang": code, "name": name, "native name": native, "typology": typology, "family": family, "script": script})
     lines = ["## Languages", "", "As declared in the release evaluated.", "", table(pd.DataFrame(rows)), ""]
     if c.dataset.languages_note:
-        lines += [f"*{c.dataset.languages_note}*", ""]
+        lines += [f"*{text(c.dataset.languages_note)}*", ""]
     elif missing:
         lines += [f"*These results record no declaration for {', '.join(missing)}: typology unknown.*", ""]
     return lines
@@ -157,20 +157,21 @@ def _markdown(page: Page, head: pd.DataFrame, sections: list[str]) -> str:
     c = page.results.config
     m = c.model
     toy = " (a toy model trained on the spot: its numbers say nothing about real models)" if m.toy else ""
-    lines = [f"# Evaluation of {m.name}{toy}", "",
-             f"Dataset **{c.dataset.source}** version **{c.dataset.version}** (manifest sha256 `{c.dataset.manifest_sha256}`), "
-             f"languages {', '.join(c.langs)}; methods {', '.join(c.methods)}.", "",
+    lines = [f"# Evaluation of {text(m.name)}{toy}", "",
+             f"Dataset **{text(c.dataset.source)}** version **{text(c.dataset.version)}** (manifest sha256 "
+             f"`{c.dataset.manifest_sha256}`), languages {', '.join(c.langs)}; methods {', '.join(c.methods)}.", "",
              "| setting | value |", "|---|---|",
-             f"| model | {m.name} ({m.architecture}, {m.n_params:,} parameters, {m.n_layers} layers) |",
-             f"| revision / weights sha256 | {m.revision or '—'} / {m.weights_sha256 or '—'} |",
-             *([f"| converted from | {m.gguf_file} (GGUF, sha256 {m.gguf_sha256}) |"] if m.gguf_file else []),
-             f"| device, dtype, batch size | {m.device}, {m.dtype}, {m.batch_size} |",
-             *([f"| BOS policy | {c.scoring.bos_policy} (token {c.scoring.bos_token!r}; first token scored: {c.scoring.first_token_scored})"
-                f"{'; ' + c.scoring.bos_reason if c.scoring.bos_reason else ''} |",
-                f"| continuation | {c.scoring.continuation} |", f"| precision | {c.scoring.precision} |"] if c.scoring else
-               [f"| endpoint | {m.device} (OpenAI-compatible; generated text only) |"]),
-             f"| probes | {c.options.probe_pooling}-token pooling, {c.options.probe_folds}-fold CV grouped by {c.options.probe_groups}, "
-             f"C={c.options.probe_C}, control seed {c.options.control_seed} |",
+             f"| model | {text(m.name)} ({text(m.architecture)}, {m.n_params:,} parameters, {m.n_layers} layers) |",
+             f"| revision / weights sha256 | {text(m.revision or '—')} / {m.weights_sha256 or '—'} |",
+             *([f"| converted from | {text(m.gguf_file)} (GGUF, sha256 {m.gguf_sha256}) |"] if m.gguf_file else []),
+             f"| device, dtype, batch size | {text(m.device)}, {m.dtype}, {m.batch_size} |",
+             *([f"| BOS policy | {c.scoring.bos_policy} (token {text(repr(c.scoring.bos_token))}; first token scored: "
+                f"{c.scoring.first_token_scored}){'; ' + text(c.scoring.bos_reason) if c.scoring.bos_reason else ''} |",
+                f"| continuation | {text(c.scoring.continuation)} |", f"| precision | {c.scoring.precision} |"] if c.scoring else
+               [f"| endpoint | {text(m.device)} (OpenAI-compatible; generated text only) |"]),
+             *([f"| generation prompt | {text(c.prompt_format)} |"] if c.prompt_format else []),
+             f"| probes | {c.options.probe_pooling}-token pooling, {c.options.probe_folds}-fold nested CV grouped by "
+             f"{c.options.probe_groups}, C={c.options.probe_C}, control seed {c.options.control_seed} |",
              f"| meta prompts | {c.options.prompt_variant} ("
              + ("Figure 8 of the paper, as published" if c.options.prompt_variant == "paper"
                 else "corrected where the paper's are wrong, as the release declares them") + ") |",

@@ -28,14 +28,24 @@ TYPOLOGIES = ("analytic", "inflectional", "agglutinative")
 UNKNOWN = "unknown"  # the typology of a language the results hold no declaration for
 EXCLUDED_FROM_TYPOLOGY = "en"
 
-__all__ = ["EXCLUDED_FROM_TYPOLOGY", "TYPOLOGIES", "UNKNOWN", "Page", "joined", "plt", "table"]
+__all__ = ["EXCLUDED_FROM_TYPOLOGY", "TYPOLOGIES", "UNKNOWN", "Page", "joined", "plt", "table", "text"]
+
+
+_MARKUP = str.maketrans({c: "\\" + c for c in "\\`*_[]<>|&~#"} | {"\n": "\\\\n", "\r": "\\\\r", "\t": " "})
+
+
+def text(value) -> str:
+    """Any string from a model, tokenizer or dataset as Markdown that shows it literally: every character Markdown or
+    HTML give a meaning to escaped (`<s>` stays text, the `|` of `<|im_start|>` does not end a table cell), and line
+    breaks shown as \\n so a table row stays one line."""
+    return str(value).translate(_MARKUP)
 
 
 def table(df: pd.DataFrame) -> str:
-    """A Markdown table; floats with three decimals."""
+    """A Markdown table of literal cells (`text`); floats with three decimals."""
     def fmt(v):
-        return f"{v:.3f}" if isinstance(v, float) else str(v)
-    head = "| " + " | ".join(map(str, df.columns)) + " |\n|" + "---|" * len(df.columns) + "\n"
+        return f"{v:.3f}" if isinstance(v, float) else text(v)
+    head = "| " + " | ".join(map(text, df.columns)) + " |\n|" + "---|" * len(df.columns) + "\n"
     return head + "".join("| " + " | ".join(fmt(v) for v in row) + " |\n" for row in df.itertuples(index=False))
 
 

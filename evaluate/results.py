@@ -45,6 +45,7 @@ class RunConfig(BaseModel):
     model_config = ConfigDict(frozen=True)
     model: ModelInfo
     scoring: ScoringSetup | None  # None for a model behind an endpoint (nothing scored)
+    prompt_format: str | None = None  # how a generation prompt reaches a local model ({prompt} in its chat template)
     dataset: DatasetInfo
     options: EvalOptions
     methods: list[str]

@@ -105,6 +105,7 @@ def run_evaluation(pairs: pd.DataFrame, dataset: DatasetInfo, loaded: LoadedMode
                          "that echoes prompt log-probabilities (vLLM's completions API); without, it gives text only")
     langs = set(pairs["lang"]) | (set(m2c["lang"]) if m2c is not None else set())
     config = RunConfig(model=info, scoring=scorer.setup if scorer else None, dataset=dataset, options=options,
+                       prompt_format=generator.prompt_format if loaded is not None else None,
                        methods=[m.name for m in methods], langs=sorted(langs), code_version=code_version(), created_at=now())
     items, scores, tables = [], [], {}
     for method in methods:

@@ -18,7 +18,7 @@ import pytest
 from sample_workspace import build_sample_release
 from evaluate.data import load_release
 from evaluate.m2c import prompt_words, zero_shot
-from evaluate.selftranslate import TRANSLATE
+from evaluate.selftranslate import source_prompts
 from evaluate.toy import judgement_corpus, train_toy
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -53,7 +53,15 @@ def taught_toy_dir(subset, tmp_path_factory) -> Path:
     words = prompt_words()
     qa = [f"{zero_shot(words[r['lang']], r)} {r['answer']}\n" for r in learnt_tests(m2c).to_dict("records")]
     en, de = (pairs[pairs["lang"] == x].set_index("pair_id") for x in ("en", "de"))
-    translations = [f"{TRANSLATE.format(language='German', text=en.at[pid, col])}{de.at[pid, col]}\n"
+    translate = source_prompts()["en"].translate
+    translations = [f"{translate.format(language='German', text=en.at[pid, col])}{de.at[pid, col]}\n"
                     for pid in en.index for col in ("acceptable_sentence", "unacceptable_sentence")]
     texts = qa * 4 + translations * 4 + judgement_corpus(pairs)
     return train_toy(texts, tmp_path_factory.mktemp("taught-toy") / "model", steps=TOY_STEPS, seed=0, batch_size=16)
+
+
+def report_row(html: str, setting: str) -> str:
+    """The settings table's row for `setting`, as the HTML report has it; it must hold two cells."""
+    row = html.split(f"<tr>\n<td>{setting}</td>", 1)[1].split("</tr>", 1)[0]
+    assert row.count("<td>") == 1, row  # nothing in the value split the cell
+    return row

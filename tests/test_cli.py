@@ -128,7 +128,7 @@ def test_demo_evaluates_the_release_and_reports_it(demo_done, demo_dir):
     assert llm_calls and {c["source"] for c in llm_calls} == {"recording"}
     assert {c["stage"] for c in llm_calls} == {"selftranslate: translation", "selftranslate: answer"}
     summary = pd.read_parquet(report.parent / "llm" / "selftranslate_summary.parquet")
-    assert set(summary["lang"]) == {"de", "zh", "ar", "ja", "ru", "vi"} and (summary["bleu"].dropna() > 50).all()
+    assert set(summary["target"]) == {"de", "zh", "ar", "ja", "ru", "vi"} and (summary["bleu"].dropna() > 50).all()
 
 
 def test_resuming_the_finished_demo_costs_nothing_and_changes_nothing(demo_done, demo_dir):

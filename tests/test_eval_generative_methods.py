@@ -10,15 +10,15 @@ import pytest
 
 from builder.llm.cache import LLMCache
 from builder.llm.client import LLMClient, LLMError, Request
-from evaluate.consistency import SAMPLED, SWAPPED, assemble, decisions
+from evaluate.consistency import ORDER, assemble, decisions
 from evaluate.methods import EvalOptions, resolve
 from evaluate.models import load_model, random_control
 from evaluate.report import build_report
 from evaluate.run import run_evaluation
-from evaluate.selftranslate import acceptable_first, clean_translation
+from evaluate.selftranslate import acceptable_first, clean_translation, source_prompts, table1
 
 from conftest import settings_for
-from generative_fixtures import learnt_tests, m2c_release, subset, taught_toy_dir  # noqa: F401
+from generative_fixtures import learnt_tests, m2c_release, report_row, subset, taught_toy_dir  # noqa: F401
 
 NAN = float("nan")
 
@@ -44,9 +44,11 @@ def test_decisions_read_ties_and_undefined_scores_as_invalid():
     assert d["zh"] == {"p1": "unacceptable", "p2": "unacceptable", "p3": "acceptable"}
 
 
-def test_assembled_matrix_breakdown_baseline_and_labels_have_exact_values():
+def test_assembled_matrix_breakdown_same_language_figures_and_labels_have_exact_values():
     first, second = decisions(META, "meta", "acceptable_first"), decisions(META, "meta", "acceptable_second")
-    out = assemble({"direct/full": decisions(DIRECT, "direct", "full")}, {"en": (first["en"], second["en"])}, SWAPPED)
+    runs = {"de": ({"p1": "acceptable", "p2": None, "p3": "unacceptable"}, {"p1": "acceptable", "p2": None, "p3": "acceptable"})}
+    out = assemble({"direct/full": decisions(DIRECT, "direct", "full")}, runs, "two sampled runs",
+                   {"en": (first["en"], second["en"])})
     got = {(s.variant, s.lang, s.metric): (s.value, s.n) for s in out.scores}
     # de-en: p1 same, p2 differs, p3 invalid on both sides agrees, p4 invalid vs valid differs
     assert got[("direct/full", "de-en", "consistency")] == (0.5, 4)
@@ -58,7 +60,8 @@ def test_assembled_matrix_breakdown_baseline_and_labels_have_exact_values():
     assert got[("direct/full", "zh", "consistency_en")] == (pytest.approx(1 / 3), 3)
     assert got[("direct/full", "zh", "consistency_en_correct")] == (0.0, 1)
     assert got[("direct/full", "zh", "consistency_en_incorrect")] == (1.0, 1)
-    assert got[("baseline", "en", "consistency")] == (0.5, 2)
+    assert got[("order_agreement", "en", "agreement")] == (0.5, 2)  # options swapped: p1 same, p2 flips
+    assert got[("run_to_run", "de", "agreement")] == (pytest.approx(2 / 3), 3)  # two invalid replies agree
     split = out.tables["consistency_breakdown"].set_index("lang")
     assert (split.at["de", "invalid_source"], split.at["de", "invalid_target"]) == (2, 1)
     assert (split.at["zh", "invalid_source"], split.at["zh", "invalid_target"]) == (1, 0)
@@ -66,7 +69,8 @@ def test_assembled_matrix_breakdown_baseline_and_labels_have_exact_values():
     assert m[("zh", "de")] == m[("de", "zh")] == 0.0 and m[("en", "en")] == 1.0
     labels = out.tables["consistency_labels"].set_index(["lang", "label"])["share"]
     assert labels[("en", "invalid")] == 0.5 and labels[("de", "acceptable")] == 0.75
-    assert out.tables["consistency_baseline"]["second_run"].tolist() == [SWAPPED]
+    assert out.tables["consistency_order_agreement"]["compared"].tolist() == [ORDER]
+    assert out.tables["consistency_run_to_run"]["compared"].tolist() == ["two sampled runs"]
 
 
 def test_plain_text_requests_are_cached_by_decoding_settings(ws, server):
@@ -139,23 +143,24 @@ def test_endpoint_run_against_the_standin_gives_the_expected_figures(subset, ser
     assert got[("consistency", "meta/acceptable_second", "de-en", "consistency")] == pytest.approx(same)
     invalid = sum(v is None for v in meta("de", "first").values())
     assert invalid > 0 and got[("meta", "acceptable_first", "de", "invalid_share")] == pytest.approx(invalid / len(ids))
-    assert got[("consistency", "baseline", "de", "consistency")] == 1.0  # the stand-in does not sample
-    assert res.tables["consistency_baseline"]["second_run"].iloc[0] == SAMPLED
+    assert got[("consistency", "run_to_run", "de", "agreement")] == 1.0  # the stand-in does not sample
+    assert "seed 1 against seed 2" in res.tables["consistency_run_to_run"]["compared"].iloc[0]
+    assert res.tables["consistency_order_agreement"].empty  # generative meta has no scored orders to compare
 
     # self-translation: known German translations are the released sentences (held true), others are marked
     # copies, where the stand-in answers "A" (right only when the acceptable sentence came first)
     assert got[("selftranslate", "original", "en", "accuracy")] == 1.0
     expect = (len(known) + sum(acceptable_first(p) for p in ids[4:])) / len(ids)
     for cond in ("X", "T"):
-        assert got[("selftranslate", cond, "de", "consistency")] == pytest.approx(expect)
-        assert got[("selftranslate", cond, "de", "consistency_high_quality")] == 1.0
-    assert got[("selftranslate", "I", "de", "consistency")] == 1.0  # the input stays English
-    assert got[("selftranslate", "X", "zh", "consistency")] == pytest.approx(sum(map(acceptable_first, ids)) / len(ids))
-    summary = res.tables["selftranslate_summary"].set_index(["lang", "condition"])
-    assert summary.at[("de", "X"), "n_high_quality"] == len(known) and summary.at[("zh", "X"), "tokenizer"] == "zh"
-    assert summary.at[("de", "X"), "pearson_chrf"] > 0.5  # well translated items are the consistent ones
+        assert got[("selftranslate", cond, "en-de", "consistency")] == pytest.approx(expect)
+        assert got[("selftranslate", cond, "en-de", "consistency_high_quality")] == 1.0
+    assert got[("selftranslate", "I", "en-de", "consistency")] == 1.0  # the input stays English
+    assert got[("selftranslate", "X", "en-zh", "consistency")] == pytest.approx(sum(map(acceptable_first, ids)) / len(ids))
+    summary = res.tables["selftranslate_summary"].set_index(["direction", "condition"])
+    assert summary.at[("en-de", "X"), "n_high_quality"] == len(known) and summary.at[("en-zh", "X"), "tokenizer"] == "zh"
+    assert summary.at[("en-de", "X"), "pearson_chrf"] > 0.5  # well translated items are the consistent ones
     trans = res.tables["selftranslate_translations"]
-    assert trans[(trans["lang"] == "de") & trans["pair_id"].isin(known)]["bleu"].tolist() == pytest.approx([100.0] * len(known))
+    assert trans[(trans["direction"] == "en-de") & trans["pair_id"].isin(known)]["bleu"].tolist() == pytest.approx([100.0] * len(known))
     labels = res.tables["selftranslate_labels"]
     assert set(labels["condition"]) == {"original", "I", "X", "T"}
 
@@ -189,15 +194,85 @@ def test_endpoint_run_against_the_standin_gives_the_expected_figures(subset, ser
     heat = pd.read_csv(out / "plots" / "consistency_heatmaps.csv")
     assert set(heat["variant"]) == {"meta/acceptable_first", "meta/acceptable_second"}
     bars = pd.read_csv(out / "plots" / "selftranslate_consistency.csv")
-    drawn = bars[bars["metric"] == "consistency"].set_index(["lang", "condition"])["value"]
-    assert drawn[("de", "X")] == pytest.approx(expect) and drawn[("de", "I")] == 1.0
-    assert set(bars[bars["metric"] == "bleu"]["lang"]) == {"de", "zh"} and "plots/selftranslate_consistency.png" in md
+    drawn = bars[bars["metric"] == "consistency"].set_index(["direction", "condition"])["value"]
+    assert drawn[("en-de", "X")] == pytest.approx(expect) and drawn[("en-de", "I")] == 1.0
+    assert set(bars[bars["metric"] == "bleu"]["direction"]) == {"en-de", "en-zh"} and "plots/selftranslate_consistency.png" in md
+
+
+SIDES = ("acceptable_sentence", "unacceptable_sentence")
+
+
+def standin_decision(pid: str, acceptable: str, unacceptable: str, facts: set[str], misread: bool) -> str:
+    """What the stand-in's reply to a two-sentence task means: it names the one option it holds true (the first
+    option when it holds neither or both), the other one after an instruction it misreads."""
+    first, second = (acceptable, unacceptable) if acceptable_first(pid) else (unacceptable, acceptable)
+    held = [x for x in (first, second) if x in facts]
+    pick = held[0] if len(held) == 1 else first
+    if misread:
+        pick = second if pick == first else first
+    return "acceptable" if pick == acceptable else "unacceptable"
+
+
+def test_selftranslate_reproduces_the_papers_table_1_in_both_directions_on_the_standin(subset, server, tmp_path):
+    """T, I and X for en→de and de→en (multisense Table 1), with the values the stand-in's replies imply."""
+    pairs, info, _ = subset
+    ids = sorted(pairs["pair_id"].unique())
+    by = {lang: pairs[pairs["lang"] == lang].set_index("pair_id") for lang in ("en", "de")}
+    words = source_prompts()
+    lex = server.lexicon
+    lex.facts = set(by["en"].loc[ids[:6], SIDES[0]]) | set(by["de"].loc[ids[2:], SIDES[0]])  # six true per language
+    names = {"en-de": "German", "de-en": "Englische"}  # the target as each source's translation prompt names it
+    for direction, known in (("en-de", ids[:4]), ("de-en", ids[4:])):
+        src, tgt = direction.split("-")
+        for pid in known:
+            for col in SIDES:
+                lex.texts[(names[direction], by[src].at[pid, col])] = by[tgt].at[pid, col]
+    lex.texts[("German", words["en"].prefix)] = "Welcher Satz ist wahr?"
+    lex.misread = {"Welcher Satz ist wahr?"}  # its own German instruction, which it then misreads
+    res = run_evaluation(pairs, info, None, resolve("selftranslate"), tmp_path / "out",
+                         EvalOptions(translate_directions=("en-de", "de-en")), endpoint=settings_for(server))
+
+    def translated(direction: str, text: str) -> str:
+        return lex.texts.get((names[direction], text), f"{text} ({names[direction]})")
+
+    expected = {}
+    for direction in ("en-de", "de-en"):
+        src = direction.split("-")[0]
+        misread = translated(direction, words[src].prefix) in lex.misread
+        original = {pid: standin_decision(pid, *by[src].loc[pid, list(SIDES)], lex.facts, False) for pid in ids}
+        own = {pid: [translated(direction, by[src].at[pid, col]) for col in SIDES] for pid in ids}
+        conditions = {"T": {pid: standin_decision(pid, *own[pid], lex.facts, misread) for pid in ids},
+                      "I": {pid: standin_decision(pid, *by[src].loc[pid, list(SIDES)], lex.facts, misread) for pid in ids},
+                      "X": {pid: standin_decision(pid, *own[pid], lex.facts, False) for pid in ids}}
+        expected[direction.replace("-", "→")] = {c: np.mean([d[p] == original[p] for p in ids]) for c, d in conditions.items()}
+    want = pd.DataFrame.from_dict(expected, orient="index")[["T", "I", "X"]]
+    assert len(set(want.to_numpy().ravel())) >= 4  # the conditions and directions differ, so a mix-up would show
+    got = table1(res.tables["selftranslate_summary"]).set_index("Src→Tgt")
+    pd.testing.assert_frame_equal(got, want, check_names=False)
+    scores = {(s.variant, s.lang, s.metric): s.value for s in res.scores if s.method == "selftranslate"}
+    assert scores[("T", "de-en", "consistency")] == want.at["de→en", "T"]
+    de_original = [standin_decision(pid, *by["de"].loc[pid, list(SIDES)], lex.facts, False) for pid in ids]
+    assert scores[("original", "de", "accuracy")] == np.mean([d == "acceptable" for d in de_original])
+    build_report(tmp_path / "out")
+    md = (tmp_path / "out" / "report.md").read_text()
+    rows = [f"| {d} | {want.at[d, 'T']:.3f} | {want.at[d, 'I']:.3f} | {want.at[d, 'X']:.3f} |" for d in want.index]
+    assert "| Src→Tgt | T | I | X |\n|---|---|---|---|\n" + "\n".join(rows) in md
+
+
+def test_translate_directions_are_checked_before_anything_is_asked(subset, server, tmp_path):
+    pairs, info, _ = subset
+    with pytest.raises(ValueError, match="SOURCE-TARGET"):
+        EvalOptions(translate_directions=("en_de",))
+    with pytest.raises(ValueError, match="the evaluated pairs have no ja"):
+        run_evaluation(pairs, info, None, resolve("selftranslate"), tmp_path / "o",
+                       EvalOptions(translate_directions=("en-ja",)), endpoint=settings_for(server))
+    assert server.stats.calls == 0
 
 
 def test_selftranslate_refuses_a_language_the_release_gives_no_name_before_asking_anything(subset, server, tmp_path):
     pairs, info, _ = subset
     unnamed = info.model_copy(update={"languages": [lang for lang in info.languages if lang.code != "zh"]})
-    with pytest.raises(ValueError, match="selftranslate: the release declares no name for zh"):
+    with pytest.raises(ValueError, match="selftranslate: the release declares no zh"):
         run_evaluation(pairs, unnamed, None, resolve("selftranslate"), tmp_path / "o", endpoint=settings_for(server))
     assert server.stats.calls == 0
 
@@ -222,23 +297,28 @@ def test_local_toy_runs_every_method_and_beats_its_untrained_control(subset, tau
         items = runs[name].tables["m2c_items"]
         zero = items[(items["variant"] == "zero_shot") & items["test_id"].isin(learnt)]
         assert zero["correct"].mean() == expected, name
-    quality = {name: r.tables["selftranslate_summary"].set_index(["lang", "condition"]).at[("de", "X"), "chrf"]
+    quality = {name: r.tables["selftranslate_summary"].set_index(["direction", "condition"]).at[("en-de", "X"), "chrf"]
                for name, r in runs.items()}
     assert quality["taught"] > 80 > 20 > quality["control"]
     # The summary's consistency is the agreement of the items' decisions with the original's
     st = res.tables["selftranslate_items"]
     orig = st[st["condition"] == "original"].set_index("pair_id")["decision"]
-    t_de = st[(st["condition"] == "T") & (st["lang"] == "de")].set_index("pair_id")["decision"]
+    t_de = st[(st["condition"] == "T") & (st["target"] == "de")].set_index("pair_id")["decision"]
     agree = np.mean([orig[p] == t_de[p] for p in t_de.index])
     got = {(s.method, s.variant, s.lang, s.metric): s.value for s in res.scores}
-    assert got[("selftranslate", "T", "de", "consistency")] == pytest.approx(agree)
-    assert res.tables["consistency_baseline"]["second_run"].iloc[0] == SWAPPED
+    assert got[("selftranslate", "T", "en-de", "consistency")] == pytest.approx(agree)
+    assert res.tables["consistency_order_agreement"]["compared"].iloc[0] == ORDER
+    runs = res.tables["consistency_run_to_run"]  # a local model samples too: the two runs are its own
+    assert set(runs["lang"]) == {"de", "en", "zh"} and "seed 1 against seed 2" in runs["compared"].iloc[0]
     assert ("consistency", "direct/full", "de-en", "consistency") in got
     build_report(tmp_path / "taught")
     md = (tmp_path / "taught" / "report.md").read_text()
     for title in ("## Cross-lingual consistency", "## Self-translation consistency", "## M2C question answering",
                   "## direct by negative type"):
         assert title in md
+    # The toy tokenizer's BOS token <s> is shown as text, not read as a strikethrough tag.
+    html = (tmp_path / "taught" / "report.html").read_text()
+    assert "<s>" not in html and "(token '&lt;s&gt;';" in report_row(html, "BOS policy")
 
 
 @pytest.mark.parametrize("reply, expected", [

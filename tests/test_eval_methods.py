@@ -135,8 +135,8 @@ def test_hidden_states_stream_to_one_float16_file_per_layer(toy, release_pairs, 
     pairs, _ = release_pairs
     texts = list(dict.fromkeys(pairs[pairs["lang"] == "ru"]["unacceptable_sentence"]))[:50]
     scorer = Scorer(toy)
-    store = extract_hidden(toy, scorer, texts, tmp_path / "h")
-    assert sorted(p.name for p in (tmp_path / "h").glob("layer_*.f16")) == ["layer_000.f16", "layer_001.f16", "layer_002.f16"]
+    store = extract_hidden({"probe": toy}, scorer, texts, tmp_path / "h")["probe"]
+    assert sorted(p.name for p in (tmp_path / "h" / "probe").glob("layer_*.f16")) == ["layer_000.f16", "layer_001.f16", "layer_002.f16"]
     assert all(store.path(layer).stat().st_size == len(texts) * 64 * 2 for layer in range(3))
     rows = np.array([store.row_of[t] for t in texts[:7]])
     ids = torch.tensor([[toy.tokenizer.bos_token_id, *toy.tokenizer(texts[3], add_special_tokens=False)["input_ids"]]])
@@ -145,8 +145,8 @@ def test_hidden_states_stream_to_one_float16_file_per_layer(toy, release_pairs, 
     for layer in range(3):
         np.testing.assert_allclose(store.read(layer, rows)[3], states[layer][0, -1].numpy(), rtol=2e-3, atol=2e-3)
     # The same inputs reuse the finished store; mean pooling is another store.
-    assert json.loads((tmp_path / "h" / "store.json").read_text())["texts"] == store.texts
-    mean = extract_hidden(toy, scorer, texts, tmp_path / "m", pooling="mean")
+    assert json.loads((tmp_path / "h" / "probe" / "store.json").read_text())["texts"] == store.texts
+    mean = extract_hidden({"probe": toy}, scorer, texts, tmp_path / "m", pooling="mean")["probe"]
     assert not np.allclose(mean.read(2, rows), store.read(2, rows))
 
 

@@ -341,7 +341,7 @@ def test_extraction_is_cut_to_a_token_budget_on_a_cpu_only(toy, release_pairs, t
     texts = list(dict.fromkeys(pairs["acceptable_sentence"][:60]))
     counter = RowCounter(toy.model)
     try:
-        store = neuro.extract_hidden(toy, Scorer(toy), texts, tmp_path / "states")
+        store = neuro.extract_hidden({"probe": toy}, Scorer(toy), texts, tmp_path / "states")["probe"]
     finally:
         counter.close()
     assert sorted(store.texts) == sorted(texts) and counter.rows == len(texts)

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import json
+import os
 import subprocess
 from collections import Counter
 
@@ -379,7 +381,14 @@ def test_unknown_versions_and_configs_are_clear_errors(demo_ws, tmp_path):
         releases.load(target, "1.0.0", "xx")
 
 
-def test_export_lm_eval_writes_one_multiple_choice_task_per_language(demo_ws, server, tmp_path):
+class TaskFileLoader(yaml.SafeLoader):
+    """Reads lm-eval task files, keeping a `!function` reference as ("!function", "module.name")."""
+
+
+TaskFileLoader.add_constructor("!function", lambda loader, node: ("!function", loader.construct_scalar(node)))
+
+
+def test_export_lm_eval_writes_tasks_that_read_their_version_from_any_folder(demo_ws, server, tmp_path, monkeypatch):
     target = tmp_path / "releases"
     publish(demo_ws, PublishRequest(target=target, version="1.0.0"))
     make_changes(demo_ws, server)
@@ -389,15 +398,62 @@ def test_export_lm_eval_writes_one_multiple_choice_task_per_language(demo_ws, se
     assert res.exit_code == 0, res.output
     group = yaml.safe_load((out / "_xcomps.yaml").read_text())
     assert group["group"] == "xcomps" and group["task"] == [f"xcomps_{c}" for c in releases.configs(target, "1.0.0")]
-    task = yaml.safe_load((out / "xcomps_de.yaml").read_text())
+    template = yaml.load((out / "_xcomps_template_yaml").read_text(), Loader=TaskFileLoader)
+    de = yaml.safe_load((out / "xcomps_de.yaml").read_text())
+    assert de["include"] == "_xcomps_template_yaml" and de["task"] == "xcomps_de"
+    task = template | de
     assert task["output_type"] == "multiple_choice" and task["doc_to_target"] == 0 and task["test_split"] == "test"
     assert task["doc_to_text"] == "" and task["target_delimiter"] == ""
-    assert task["metadata"]["dataset_version"] == "1.0.0"
-    rows = datasets.load_dataset(task["dataset_path"], split="test", **task["dataset_kwargs"])
+    assert task["metadata"] == {"version": 1.0, "dataset_version": "1.0.0", "language": "de"}
+    assert task["custom_dataset"] == ("!function", "xcomps_data.load")
+    files = {p.name: p.read_text() for p in out.iterdir() if p.is_file()}
+    assert not any(str(tmp_path) in t for t in files.values())  # no absolute path: the folder can move
+    task_files = [yaml.load(t, Loader=TaskFileLoader) for name, t in files.items() if name.endswith("yaml")]
+    assert len(task_files) == len(group["task"]) + 2 and not any("tag" in f for f in task_files)  # nothing shadows the group
+    # Moved, and read from another working directory, the tasks still read exactly 1.0.0, not the newer checkout.
+    moved = tmp_path / "elsewhere" / "tasks"
+    moved.parent.mkdir()
+    out.rename(moved)
+    (tmp_path / "cwd").mkdir()
+    monkeypatch.chdir(tmp_path / "cwd")
+    monkeypatch.setenv("HF_DATASETS_CACHE", str(tmp_path / "hf-cache"))
+    spec = importlib.util.spec_from_file_location("exported_loader", moved / "xcomps_data.py")
+    loader = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(loader)
+    rows = loader.load(**task["metadata"])["test"]
     v1 = releases.load(target, "1.0.0", "de")
-    assert rows.to_list() == v1.to_list()  # the exported task reads 1.0.0, not the newer checkout
+    assert rows.to_list() == v1.to_list() != releases.load(target, "1.1.0", "de").to_list()
     first = rows[0]
     assert Template(task["doc_to_choice"]).render(**first) == str([first["acceptable_sentence"], first["unacceptable_sentence"]])
+
+
+LM_EVAL_DOCS = """
+import json, sys
+from lm_eval.tasks import TaskManager
+loaded = TaskManager(include_path=sys.argv[1], include_defaults=False).load(["xcomps"])
+print(json.dumps({"groups": sorted(loaded["groups"]), "docs": {n: list(t.test_docs()) for n, t in loaded["tasks"].items()}}))
+"""
+
+
+def test_lm_eval_itself_runs_the_moved_export_from_another_folder(demo_ws, tmp_path):
+    """The exported folder as lm-evaluation-harness reads it (in the reference scorers' own environment: lm-eval's
+    dependency `evaluate` shadows ours): the group, and each task's test documents."""
+    parity = pytest.importorskip("evaluate.parity", reason="the environment with lm-eval comes with evaluate.parity")
+    target = tmp_path / "releases"
+    publish(demo_ws, PublishRequest(target=target, version="1.0.0"))
+    export_lm_eval(target, "1.0.0", tmp_path / "tasks")
+    moved = tmp_path / "moved"
+    (tmp_path / "tasks").rename(moved)
+    (tmp_path / "cwd").mkdir()
+    done = subprocess.run([str(parity.ensure_environment(log=lambda *a: None)), "-c", LM_EVAL_DOCS, str(moved)],
+                          cwd=tmp_path / "cwd", capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "HF_DATASETS_CACHE": str(tmp_path / "hf-cache"), "HF_DATASETS_OFFLINE": "1"})
+    assert done.returncode == 0, done.stderr[-2000:]
+    got = json.loads(done.stdout.strip().splitlines()[-1])
+    langs = releases.configs(target, "1.0.0")
+    assert got["groups"] == ["xcomps"] and set(got["docs"]) == {f"xcomps_{c}" for c in langs}
+    for lang in langs:
+        assert got["docs"][f"xcomps_{lang}"] == releases.load(target, "1.0.0", lang).to_list()
 
 
 def add_m2c_tests(ws) -> list[dict]:

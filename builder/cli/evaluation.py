@@ -41,8 +41,11 @@ def run(
     bos: str = typer.Option("auto", "--bos", help="The token prepended to every text: auto, bos, eos, none, or a token "
                             "such as '<|endoftext|>' (auto skips a BOS token that marks chat turns)"),
     probe_pooling: str = typer.Option("last", "--probe-pooling", help="last or mean"),
-    probe_groups: str = typer.Option("pair", "--probe-groups", help="pair or property: what stays within one fold"),
-    probe_jobs: int = typer.Option(2, "--probe-jobs", min=1, help="Probes fitted at once"),
+    probe_groups: str = typer.Option("concept", "--probe-groups", help="concept, pair or property: what stays within one fold"),
+    probe_jobs: int = typer.Option(2, "--probe-jobs", min=1, help="Probe sets (language x negative type x model) solved at once"),
+    translate_directions: Optional[str] = typer.Option(
+        None, "--translate-directions", help="selftranslate's SOURCE-TARGET directions, comma-separated (en-de,de-en) "
+        "[default: English into every other language]"),
     prompt_variant: str = typer.Option("paper", "--prompt-variant",
                                        help="paper (Figure 8 as published, comparable with its numbers) or corrected: the meta prompts asked"),
     out_dir: Path = typer.Option(..., "--out", help="Results folder (re-running resumes there)"),
@@ -57,7 +60,8 @@ def run(
     try:
         chosen = resolve(methods)
         options = EvalOptions(bos_policy=bos, probe_pooling=probe_pooling, probe_groups=probe_groups, probe_jobs=probe_jobs,
-                              prompt_variant=prompt_variant)
+                              prompt_variant=prompt_variant,
+                              translate_directions=tuple(d.strip() for d in (translate_directions or "").split(",") if d.strip()))
         data = load_release(release, version, codes(langs), m2c=any(m.name == "m2c" for m in chosen))
         if endpoint:
             if not model:

@@ -39,7 +39,9 @@ _CODE = re.compile(r"Target language code: (\S+?)\.")
 _PROP = re.compile(r'Property in English: "(.*?)"\n')
 _VPROP = re.compile(r'Property in .*? \(verified\): "(.*?)"\n')
 _IDS = re.compile(r"\b[cpxl]_[0-9a-f]{12}\b")
-_TRANSLATE = re.compile(r"^Please translate the following text into (.+?): “(.*)”$", re.S)
+# the self-translation prompts of data/selftranslate/prompts.yaml (English, German, Chinese sources)
+_TRANSLATE = re.compile(r"^(?:Please translate the following text into |Bitte übersetze den folgenden Text ins |请将下面的文字翻译成)"
+                        r"(.+?): “(.*)”$", re.S)
 _OPTION = re.compile(r"^.* ([AB]): “(.*)”$", re.M)
 _QUOTED = re.compile(r'"([^"]*)"')
 _LABELLED = re.compile(r"^[^:：\n]+[:：]\s?(.*)$")
@@ -116,10 +118,11 @@ class Lexicon:
         self.sentences: dict[tuple[str, str, str], dict] = {}
         self.inflections: dict[tuple[str, str, str], str] = {}
         # Plain-text (evaluation) requests.
-        self.texts: dict[tuple[str, str], str] = {}  # (language name, English text) -> translation
+        self.texts: dict[tuple[str, str], str] = {}  # (target name as the prompt gives it, source text) -> translation
         self.facts: set[str] = set()  # sentences held true when asked to choose between A and B
         self.preferred: set[str] = set()  # concept words picked when a question names exactly one
         self.unsure: set[str] = set()  # properties the stand-in will not answer about
+        self.misread: set[str] = set()  # instructions (a prompt's first line) after which it answers the other letter
         self.m2c_answers: dict[tuple[str, str], str] = {}  # (context, question) -> reply
         self.judgements: dict[tuple[str, str], str] = {}  # (lang, statement) -> why the negative may have the property
 
@@ -169,7 +172,8 @@ class Lexicon:
         """A free-text reply to an evaluation prompt, by kind (see the module docstring).
 
         Without a known answer it behaves like a weak model: the first option, the first word listed,
-        the first word of the context; a translation is the English text marked with the language.
+        the first word of the context; a translation is the source text marked with the language's name
+        as the prompt gives it.
         """
         if m := _TRANSLATE.match(prompt.strip()):
             name, text = m.groups()
@@ -177,7 +181,10 @@ class Lexicon:
         options = dict(_OPTION.findall(prompt))
         if set(options) == {"A", "B"}:
             held = [k for k in ("A", "B") if options[k] in self.facts]
-            return f"{held[0] if len(held) == 1 else 'A'}."
+            letter = held[0] if len(held) == 1 else "A"
+            if prompt.strip().splitlines()[0] in self.misread:
+                letter = "B" if letter == "A" else "A"
+            return f"{letter}."
         quoted = _QUOTED.findall(prompt)
         if prompt.rstrip().endswith('"') and len(quoted) >= 3:
             prop, word1, word2 = quoted[:3]

@@ -1,10 +1,15 @@
-"""lm-evaluation-harness task files for one version: a task per language, multiple choice between
-the acceptable (gold, index 0) and the unacceptable sentence with an empty context, like BLiMP,
-but with no delimiter before the sentence (BLiMP's default space would prefix every Chinese or
-Japanese sentence with a space it never has).
+"""lm-evaluation-harness task files for one version, in lm-eval's own idiom (its blimp/ tasks): a shared
+template, a four-line task per language over it, and a group listing them.
 
-For a local store the version's parquet files are copied next to the task files and named by
-absolute path, so the tasks keep reading exactly that version; for the Hub they name the tag.
+Each task is multiple choice between the acceptable (gold, index 0) and the unacceptable sentence
+with an empty context, like BLiMP, but with no delimiter before the sentence (BLiMP's default space
+would prefix every Chinese or Japanese sentence with a space it never has). The group is the only
+name that gathers the tasks: they carry no tag, which lm-eval would resolve in place of the group.
+
+For the Hub the tasks name the release's dataset id and the version's tag. For a local store the
+version's parquet files are copied into the folder, and a loader written beside the task files
+(`custom_dataset: !function <prefix>_data.load`, which lm-eval resolves relative to the task file)
+reads them from its own location: the folder works from any working directory and can be moved.
 """
 
 from __future__ import annotations
@@ -29,10 +34,38 @@ TASK_TEMPLATE = {
     "num_fewshot": 0,
     "metric_list": [{"metric": "acc", "aggregation": "mean", "higher_is_better": True}],
 }
+LOADER = '''"""The lm-eval tasks beside this file read release {version} from this folder's data/<language>/ (written by
+`builder releases export-lm-eval`): paths are found from this file, so the folder works from anywhere."""
+
+from pathlib import Path
+
+import datasets
+
+HERE = Path(__file__).resolve().parent
+
+
+def load(language, **_):
+    files = sorted(str(p) for p in (HERE / "data" / language).glob("*.parquet"))
+    if not files:
+        raise FileNotFoundError(f"{{HERE / 'data' / language}}: no parquet files of release {version}")
+    return datasets.load_dataset("parquet", data_files={{"test": files}})
+'''
+
+
+class _Function(str):
+    """A `!function module.name` reference in a task file, resolved by lm-eval relative to that file."""
+
+
+class _Dumper(yaml.SafeDumper):
+    pass
+
+
+_Dumper.add_representer(_Function, lambda dumper, ref: dumper.represent_scalar("!function", str(ref)))
 
 
 def export_lm_eval(source, version: str, out: Path, *, prefix: str = "xcomps") -> list[Path]:
-    """Write `<prefix>_<lang>.yaml` per language and a group file `_<prefix>.yaml`; returns their paths."""
+    """Write `_<prefix>_template_yaml`, `<prefix>_<lang>.yaml` per language and the group `_<prefix>.yaml` (and, for
+    a local store, the data and its loader `<prefix>_data.py`); returns the task and group files' paths."""
     src = open_source(source)
     v = src.resolve(version)
     man = src.manifest(v)
@@ -43,14 +76,21 @@ def export_lm_eval(source, version: str, out: Path, *, prefix: str = "xcomps") -
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
     try:
+        template = f"_{prefix}_template_yaml"
+        if isinstance(src, HubSource):
+            data = {"dataset_path": src.repo_id, "dataset_kwargs": {"revision": V.tag(v)}}
+        else:
+            data = {"custom_dataset": _Function(f"{prefix}_data.load")}
+            (tmp / f"{prefix}_data.py").write_text(LOADER.format(version=v), encoding="utf-8")
+            for lang in langs:
+                _copy(src, v, lang, tmp)
+        _dump(tmp / template, data | TASK_TEMPLATE)
         written = []
         for lang in langs:
-            task = {"task": f"{prefix}_{lang}", "tag": [prefix]}
+            task = {"include": template, "task": f"{prefix}_{lang}"}
             if isinstance(src, HubSource):
-                task |= {"dataset_path": src.repo_id, "dataset_name": lang, "dataset_kwargs": {"revision": V.tag(v)}}
-            else:
-                task |= {"dataset_path": "parquet", "dataset_kwargs": {"data_files": {"test": _copy(src, v, lang, tmp, out)}}}
-            task |= TASK_TEMPLATE | {"metadata": {"version": 1.0, "dataset_version": v, "language": lang}}
+                task["dataset_name"] = lang
+            task["metadata"] = {"version": 1.0, "dataset_version": v, "language": lang}
             written.append(_dump(tmp / f"{prefix}_{lang}.yaml", task))
         group = {"group": prefix, "task": [f"{prefix}_{lang}" for lang in langs],
                  "aggregate_metric_list": [{"metric": "acc", "aggregation": "mean", "weight_by_size": False}],
@@ -65,14 +105,12 @@ def export_lm_eval(source, version: str, out: Path, *, prefix: str = "xcomps") -
     return [out / p.name for p in written]
 
 
-def _copy(src: LocalSource, version: str, lang: str, tmp: Path, out: Path) -> list[str]:
-    blobs = src.config_files(version, lang)
-    for p, data in blobs.items():
+def _copy(src: LocalSource, version: str, lang: str, tmp: Path) -> None:
+    for p, data in src.config_files(version, lang).items():  # each checked against the manifest's sha256
         (tmp / p).parent.mkdir(parents=True, exist_ok=True)
         (tmp / p).write_bytes(data)
-    return [str(out / p) for p in sorted(blobs)]
 
 
 def _dump(path: Path, obj: dict) -> Path:
-    path.write_text(yaml.safe_dump(obj, allow_unicode=True, sort_keys=False), encoding="utf-8")
+    path.write_text(yaml.dump(obj, Dumper=_Dumper, allow_unicode=True, sort_keys=False), encoding="utf-8")
     return path
