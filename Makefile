@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 TOOLS := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/xbench-builder
 
-.PHONY: install lock check-locks label-studio llama-cpp reference-scorers default-model demo test bench clean
+.PHONY: install lock check-locks lint label-studio llama-cpp reference-scorers default-model demo test bench clean
 
 install: $(VENV)/.installed
 
@@ -45,15 +45,15 @@ reference-scorers: install
 default-model: install
 	$(PY) -m builder.default_model
 
-test: install label-studio llama-cpp reference-scorers default-model
+# ruff's rules are in pyproject.toml; each `noqa` says why.
+lint: install
+	$(PY) -m ruff check .
+
+test: lint label-studio llama-cpp reference-scorers default-model
 	$(PY) -m pytest -q
 
-bench: install label-studio reference-scorers default-model $(VENV)/.bench-installed
+bench: install label-studio reference-scorers default-model
 	@for f in bench/*.py; do echo "== $$f"; $(PY) $$f || exit 1; done
-
-$(VENV)/.bench-installed: $(VENV)/.installed
-	$(VENV)/bin/pip install -q -e '.[bench]'
-	touch $@
 
 clean:
 	rm -rf $(VENV) demo-workspace .pytest_cache

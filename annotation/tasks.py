@@ -38,5 +38,5 @@ def parse_annotation(ann: dict) -> dict:
             fields["decision"] = value["choices"][0]
         elif value.get("text") is not None:
             text = value["text"]
-            fields[r["from_name"]] = "\n".join((text if isinstance(text, list) else [text])).strip()
+            fields[r["from_name"]] = "\n".join(text if isinstance(text, list) else [text]).strip()
     return fields

@@ -31,12 +31,8 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from minicons.scorer import IncrementalLMScorer  # the bench extra, in the project's lock
 from transformers import LlamaForCausalLM
-
-try:
-    from minicons.scorer import IncrementalLMScorer
-except ImportError:
-    raise SystemExit("bench/direct_scoring.py compares with minicons, which the bench extra installs: pip install -e '.[bench]'")
 
 from builder.languages import registry
 from evaluate.direct import Direct

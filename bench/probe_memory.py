@@ -92,9 +92,10 @@ def child(folder: Path) -> None:
 
 
 def main() -> None:
-    from evaluate.toy import toy_config, train_tokenizer
-    from transformers import LlamaForCausalLM
     import torch
+    from transformers import LlamaForCausalLM
+
+    from evaluate.toy import toy_config, train_tokenizer
 
     pairs = synthetic_pairs()
     with tempfile.TemporaryDirectory() as tmp:

@@ -85,9 +85,9 @@ def main() -> None:
     sys.path.insert(0, str(ROOT / "tests"))
     from sample_workspace import build_sample_release  # the demo's data, built by the real stages
 
-    from evaluate.data import load_release
     from builder.default_model import gguf_path
-from evaluate.gguf import converted
+    from evaluate.data import load_release
+    from evaluate.gguf import converted
     from evaluate.parity import compare, ensure_environment, run_references
 
     folder, _ = converted(gguf_path(), log=lambda m: print(m, flush=True))

@@ -36,8 +36,8 @@ def template(n_obj: int, n_place: int, n_name: int, n_num: int) -> Template:
 
 def stream(t: Template, n: int) -> tuple[int, str]:
     count, last = 0, ""
-    for last in t.stream(n, seed=SEED):
-        count += 1
+    for sentence in t.stream(n, seed=SEED):
+        count, last = count + 1, sentence
     return count, last
 
 

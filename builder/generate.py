@@ -22,8 +22,8 @@ from builder.languages import SOURCE_LANGUAGE
 from builder.llm.client import LLMClient, Request
 from builder.llm.items import Rejected
 from builder.prompts import load
-from builder.runner import Progress
 from builder.records import Language, SentencePair
+from builder.runner import Progress
 from builder.selection import Scope, verified
 from builder.workspace import schema as t
 from builder.workspace.store import Workspace, now, upsert_replace

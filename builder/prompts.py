@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 
 import yaml
 
@@ -22,7 +22,7 @@ class Prompt:
         return prompt_hash(self.system, self.user)
 
 
-@lru_cache(maxsize=None)
+@cache
 def load(name: str) -> Prompt:
     raw = yaml.safe_load((data_dir() / "prompts" / f"{name}.yaml").read_text(encoding="utf-8"))
     return Prompt(name, raw.get("system", "").strip(), raw["user"].strip())

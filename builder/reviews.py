@@ -33,7 +33,8 @@ from pydantic import field_validator, model_validator
 from sqlalchemy import select
 from sqlalchemy.engine import Connection
 
-from builder.agreement import Agreement, agreement as measure_agreement
+from builder.agreement import Agreement
+from builder.agreement import agreement as measure_agreement
 from builder.flags import clear_flags, list_flags, record_flags
 from builder.m2c import tables
 from builder.m2c.fills import Need
@@ -143,7 +144,7 @@ class Annotation(Record):
         return _utc(v)
 
     @model_validator(mode="after")
-    def _fits_its_stage(self) -> "Annotation":
+    def _fits_its_stage(self) -> Annotation:
         where = f"annotation {self.annotation_id} ({self.stage} {self.lang}, server {self.server})"
         given = [name for name in ("translation", "sentences", "forms") if getattr(self, name) is not None]
         payload = _PAYLOAD[base_stage(self.stage)]

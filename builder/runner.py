@@ -7,14 +7,13 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from rich.console import Console
 from rich import progress as bars
+from rich.console import Console
 
 from builder.llm.cache import LLMCache
 from builder.llm.client import LLMClient, Plan, Stats
 from builder.llm.config import LLMSettings
 from builder.workspace.store import Workspace
-
 
 Progress = Callable[[str, int, int], None]  # (lang, done, total)
 

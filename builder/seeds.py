@@ -294,7 +294,7 @@ def import_seeds(ws: Workspace, *paths: Path | str) -> ImportSummary:
         parsed[kind].append((f, rows))
     for f, rows in parsed["comps"]:
         _plan_comps(rows, plan, f.name)
-    for f, rows in parsed["concepts"]:
+    for _, rows in parsed["concepts"]:
         _plan_concepts(rows, plan)
     existing = {
         "concept": {normalise(r["english"]): r["id"] for r in ws.rows(select(t.concepts.c.id, t.concepts.c.english))},
@@ -303,7 +303,7 @@ def import_seeds(ws: Workspace, *paths: Path | str) -> ImportSummary:
         },
     }
     known = langs_mod.registry(ws)
-    for f, rows in parsed["seed"]:
+    for _, rows in parsed["seed"]:
         _plan_seeds(rows, plan, known, existing)
     _check_conflicts(ws, plan)
     if plan.problems:

@@ -17,7 +17,7 @@ class Scope:
     property_ids: frozenset[str] | None = None  # None: everything in the workspace
 
     @classmethod
-    def parse(cls, ws: Workspace, spec: str | None) -> "Scope":
+    def parse(cls, ws: Workspace, spec: str | None) -> Scope:
         """`spec` is a file with one English property per line, or a comma-separated list."""
         if not spec:
             return cls()

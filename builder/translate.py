@@ -19,8 +19,8 @@ from builder.flags import clear_flags, record_flags
 from builder.languages import SEED_LANGUAGES, SOURCE_LANGUAGE
 from builder.llm.client import LLMClient, Request, prompt_hash
 from builder.prompts import load
-from builder.runner import Progress
 from builder.records import Language, Proposal
+from builder.runner import Progress
 from builder.selection import Scope, seeds, verified
 from builder.workspace import schema as t
 from builder.workspace.store import Workspace, now

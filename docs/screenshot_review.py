@@ -19,7 +19,6 @@ import tempfile
 from pathlib import Path
 
 from rich.console import Console
-from sqlalchemy import select
 
 from annotation import server as ls_server
 from annotation.review import client, pull, push

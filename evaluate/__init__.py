@@ -1,1 +1,8 @@
 """Evaluation of models on a released version: direct, meta, neuro, consistency, self-translation, M2C QA, reports, gates."""
+
+# The package's public names are its modules (imported by name, e.g. `from evaluate import answers`).
+__all__ = [
+    "answers", "backends", "consistency", "data", "decision_agreement", "direct", "endpoint_scoring",
+    "gates", "gguf", "m2c", "meta", "methods", "models", "neuro", "parity", "quality", "reference_scorers",
+    "report", "reporting", "results", "run", "scoring", "selftranslate", "toy"
+]

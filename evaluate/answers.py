@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import unicodedata
 from collections.abc import Sequence
-from functools import lru_cache
+from functools import cache, lru_cache
 from pathlib import Path
 
 import regex
@@ -192,7 +192,7 @@ class _Language:
         return None
 
 
-@lru_cache(maxsize=None)
+@cache
 def _language(lang: str) -> _Language:
     return _Language(lang)
 

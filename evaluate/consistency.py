@@ -24,7 +24,8 @@ import numpy as np
 import pandas as pd
 
 from evaluate.decision_agreement import Decisions, agreement, consistency, label_distribution
-from evaluate.meta import ask, prompts as meta_prompts
+from evaluate.meta import ask
+from evaluate.meta import prompts as meta_prompts
 from evaluate.methods import ALL, ITEM_COLUMNS, Context, MethodOutput, Score, register
 from evaluate.reporting import Page, plt, table
 

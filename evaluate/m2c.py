@@ -18,8 +18,8 @@ from functools import lru_cache
 import pandas as pd
 import yaml
 
-from builder.paths import data_dir
 from builder.m2c.answers import validate
+from builder.paths import data_dir
 from evaluate.methods import ALL, ITEM_COLUMNS, Context, MethodOutput, Score, register
 from evaluate.reporting import Page, table
 

@@ -36,8 +36,8 @@ import json
 import os
 import shutil
 from collections import Counter
-from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -204,7 +204,7 @@ def probe_sets(pairs: pd.DataFrame, row_of: dict[str, int], group_by: str = "con
         samples = list(sample_of)
         parent = list(range(len(samples)))
 
-        def find(x: int) -> int:
+        def find(x: int, parent: list[int] = parent) -> int:
             while parent[x] != x:
                 parent[x] = parent[parent[x]]
                 x = parent[x]

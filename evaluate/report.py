@@ -22,7 +22,8 @@ import pandas as pd
 from markdown_it import MarkdownIt
 
 from builder.records import NEGATIVE_TYPES
-from evaluate.methods import ALL, registry as method_registry
+from evaluate.methods import ALL
+from evaluate.methods import registry as method_registry
 from evaluate.reporting import EXCLUDED_FROM_TYPOLOGY, Page, joined, plt, table, text
 from evaluate.results import Results, read_results
 

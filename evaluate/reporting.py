@@ -16,13 +16,13 @@ from functools import cached_property
 from pathlib import Path
 
 import matplotlib
+import pandas as pd
+
+from builder.records import Language
+from evaluate.results import Results
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402 - the backend is chosen before pyplot loads
-import pandas as pd  # noqa: E402
-
-from builder.records import Language  # noqa: E402
-from evaluate.results import Results  # noqa: E402
 
 TYPOLOGIES = ("analytic", "inflectional", "agglutinative")
 UNKNOWN = "unknown"  # the typology of a language the results hold no declaration for

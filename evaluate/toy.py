@@ -8,16 +8,15 @@ sentences and its last-token state encodes truth, because it must predict " yes"
 
 from __future__ import annotations
 
+import csv
+import json
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-import csv
-import json
-
 import pandas as pd
 import torch
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 import transformers
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
 from builder.generate import english_sentence

@@ -32,7 +32,7 @@ class CompletionsStandin:
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self._httpd.server_address[1]}/v1"
 
-    def __enter__(self) -> "CompletionsStandin":
+    def __enter__(self) -> CompletionsStandin:
         self._thread.start()
         return self
 

@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 import pytest
+from postgres import PostgresServer, PostgresUnavailable
 
 from annotation import server as ls_server
 from builder.llm.cache import LLMCache
@@ -16,7 +17,9 @@ from builder.llm.standin import Faults, Lexicon, StandinServer
 from builder.paths import sample_dir
 from builder.seeds import import_seeds
 from builder.workspace.store import init_workspace
-from postgres import PostgresServer, PostgresUnavailable
+
+# Session fixtures shared by the evaluation tests: one release, one toy, one evaluation for the whole run.
+pytest_plugins = ["eval_fixtures", "generative_fixtures"]
 
 for var in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "BUILDER_WORKSPACE", "BUILDER_LLM_MODEL", "LABEL_STUDIO_URL",
             "LABEL_STUDIO_API_KEY", "PGPASSWORD", "PGPASSFILE"):

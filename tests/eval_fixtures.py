@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 import torch
+from sample_workspace import build_sample_release
 from transformers.modeling_outputs import CausalLMOutput
 
-from sample_workspace import build_sample_release
 from evaluate.data import load_release_pairs
 from evaluate.models import LoadedModel, ModelInfo, load_model
 from evaluate.toy import judgement_corpus, train_toy

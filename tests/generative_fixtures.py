@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-
 from sample_workspace import build_sample_release
+
 from evaluate.data import load_release
 from evaluate.m2c import prompt_words, zero_shot
 from evaluate.selftranslate import source_prompts

@@ -50,7 +50,7 @@ class PostgresServer:
         self._as_root = os.geteuid() == 0
 
     @classmethod
-    def start(cls) -> "PostgresServer":
+    def start(cls) -> PostgresServer:
         try:
             import psycopg  # noqa: F401 - the driver a PostgreSQL workspace needs
         except ImportError as exc:

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import datasets
 import pytest
+from sample_workspace import build_sample_workspace
 
 from builder.workspace.store import init_workspace, open_workspace
-from sample_workspace import build_sample_workspace
 
 
 @pytest.fixture(scope="session")

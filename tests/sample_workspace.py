@@ -16,9 +16,9 @@ from builder.audits import audit
 from builder.cli.demo import DEMO_TARGETS
 from builder.generate import generate
 from builder.llm.config import LLMSettings
+from builder.m2c.render import render_tests
 from builder.paths import sample_dir
 from builder.releases.publish import PublishRequest, publish
-from builder.m2c.render import render_tests
 from builder.reviews import accept
 from builder.runner import run_stage
 from builder.seeds import import_seeds

@@ -113,6 +113,29 @@ def test_every_library_module_imports_in_a_fresh_interpreter_without_the_shell()
     assert json.loads(done.stdout.strip().splitlines()[-1]) == {}
 
 
+def test_every_package_declares_its_public_names_and_each_exists():
+    """`__all__` in every package's `__init__`; each name is defined there or is a submodule of the package."""
+    missing, unknown = [], {}
+    for name, path in modules().items():
+        if path.name != "__init__.py":
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        declared = [node.value for node in tree.body if isinstance(node, ast.Assign)
+                    and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets)]
+        if not declared:
+            missing.append(name)
+            continue
+        defined = {t.id for node in ast.walk(tree) for t in getattr(node, "targets", []) if isinstance(t, ast.Name)}
+        defined |= {a.asname or a.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, (ast.Import, ast.ImportFrom))
+                    for a in node.names}
+        defined |= {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+        submodules = {p.stem if p.suffix == ".py" else p.name for p in path.parent.iterdir()
+                      if p.suffix == ".py" or (p / "__init__.py").is_file()}
+        names = ast.literal_eval(declared[0])
+        unknown[name] = sorted(set(names) - defined - submodules)
+    assert missing == [] and {k: v for k, v in unknown.items() if v} == {}
+
+
 def test_the_shell_holds_no_sql():
     g = graph()
     mods = modules()

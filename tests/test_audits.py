@@ -5,6 +5,7 @@ import re
 import pyarrow.parquet as pq
 import pytest
 from sqlalchemy import select
+from test_generate import stage as run  # a stage over some properties, answered by the stand-in
 
 from builder.audits import audit, overlap_table, shared
 from builder.audits.occurrence import Side, problems
@@ -22,8 +23,6 @@ from builder.runner import run_stage
 from builder.selection import Scope
 from builder.status import status
 from builder.workspace import schema as t
-
-from test_generate import stage as run  # a stage over some properties, answered by the stand-in
 
 pytest_plugins = ["release_fixtures"]
 BALL = "is used for hitting a ball"

@@ -4,7 +4,9 @@ disagreement that holds its item back, and an adjudication recorded under its ad
 import asyncio
 
 import pytest
+from conftest import settings_for
 from sqlalchemy import select
+from test_m2c_workspace import _templates
 
 from annotation.autoreview import reviewer_account
 from annotation.review import client, pull, push
@@ -18,9 +20,6 @@ from builder.releases.publish import PublishRequest, publish
 from builder.reviews import ADJUDICATION, disagreements, review_status, sentence_decisions
 from builder.selection import Scope
 from builder.workspace import schema as t
-
-from conftest import settings_for
-from test_m2c_workspace import _templates
 
 CURATORS = ("cur-a", "cur-b", "cur-c")
 

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import pytest
+from generative_fixtures import report_row
 
 from builder.default_model import gguf_path
-from evaluate import m2c as m2c_method, selftranslate
+from evaluate import m2c as m2c_method
+from evaluate import selftranslate
 from evaluate.backends import TransformersGenerator, chat_text
 from evaluate.methods import EvalOptions, resolve
 from evaluate.models import load_model
@@ -13,8 +15,6 @@ from evaluate.report import build_report
 from evaluate.run import run_evaluation
 from evaluate.scoring import Scorer
 from evaluate.selftranslate import options, source_prompts
-
-from generative_fixtures import m2c_release, report_row, subset  # noqa: F401
 
 # SmolLM2's template, as its model card gives it: a default system turn, the user's turn, the assistant's turn opened.
 SMOLLM2_TURN = ("<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n"

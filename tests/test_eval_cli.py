@@ -6,6 +6,8 @@ import json
 
 import pandas as pd
 import pytest
+from eval_fixtures import VERSION
+from test_eval_scoring import RowCounter
 from typer.testing import CliRunner
 
 from builder.cli import app
@@ -16,9 +18,6 @@ from evaluate.models import load_model
 from evaluate.report import build_report
 from evaluate.results import read_results
 from evaluate.run import run_evaluation
-
-from eval_fixtures import VERSION, evaluated, release, release_pairs, results_copy, toy_dir  # noqa: F401
-from test_eval_scoring import RowCounter
 
 runner = CliRunner()
 FIGURES = ("fig2_heatmaps", "fig3_correlations", "fig4_typology", "fig5_layers", "fig6_peak_layer")

@@ -5,11 +5,10 @@ from __future__ import annotations
 import json
 import sqlite3
 
+from generative_fixtures import VERSION
 from typer.testing import CliRunner
 
 from builder.cli import app
-
-from generative_fixtures import VERSION, m2c_release  # noqa: F401
 
 runner = CliRunner()
 

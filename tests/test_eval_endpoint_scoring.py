@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from completions_standin import CompletionsStandin
+from conftest import settings_for
 
 from builder.default_model import gguf_path
 from builder.llm.config import LLMSettings
@@ -16,9 +18,6 @@ from evaluate.models import load_model
 from evaluate.run import run_evaluation
 from evaluate.scoring import Scorer
 
-from completions_standin import CompletionsStandin
-from conftest import settings_for
-from eval_fixtures import release, release_pairs, toy, toy_dir  # noqa: F401
 
 def endpoint(base_url: str, model: str, concurrency: int = 4) -> LLMSettings:
     return LLMSettings(base_url=base_url, api_key="test-key", model=model, concurrency=concurrency, timeout_s=120.0,
@@ -72,7 +71,7 @@ def llama_server(tmp_path_factory):
 def test_llama_cpp_server_needs_the_bos_token_and_then_agrees_with_local_scores(llama_server, subset):
     base_url, model = llama_server.base_url, llama_server.model
     with pytest.raises(EndpointScoringError, match="misaligned.*does not start with the model's BOS token"):
-        EndpointScorer(endpoint(base_url, model)).setup
+        _ = EndpointScorer(endpoint(base_url, model)).setup
     pairs, _ = subset
     remote = EndpointScorer(endpoint(base_url, model, concurrency=2), bos="<|im_start|>")
     assert not remote.setup.first_token_scored  # llama-cpp-python nulls the first echoed token

@@ -7,6 +7,8 @@ import asyncio
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import settings_for
+from generative_fixtures import learnt_tests, report_row
 
 from builder.llm.cache import LLMCache
 from builder.llm.client import LLMClient, LLMError, Request
@@ -16,9 +18,6 @@ from evaluate.models import load_model, random_control
 from evaluate.report import build_report
 from evaluate.run import run_evaluation
 from evaluate.selftranslate import acceptable_first, clean_translation, source_prompts, table1
-
-from conftest import settings_for
-from generative_fixtures import learnt_tests, m2c_release, report_row, subset, taught_toy_dir  # noqa: F401
 
 NAN = float("nan")
 

@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from eval_fixtures import first_mention_model
 
 from builder.languages import registry
 from evaluate.direct import Direct
@@ -17,8 +18,6 @@ from evaluate.models import random_control
 from evaluate.neuro import extract_hidden, probe_sets
 from evaluate.results import read_results
 from evaluate.scoring import Scorer
-
-from eval_fixtures import evaluated, first_mention_model, release, release_pairs, toy, toy_dir  # noqa: F401
 
 
 def context(loaded, tmp_path, **options) -> Context:
@@ -119,7 +118,7 @@ def test_probe_folds_keep_pairs_shared_sentences_and_optionally_properties_toget
         assert (ps.groups[acc] == ps.groups[unacc]).all()
         assert ps.weights.sum() == 2 * len(ps.pair_index) and set(ps.labels[acc]) == {1} and set(ps.labels[unacc]) == {0}
         sub = en.loc[ps.pair_index]
-        for sentence, grp in sub.groupby("acceptable_sentence"):  # one sample, one group, however many negatives
+        for _, grp in sub.groupby("acceptable_sentence"):  # one sample, one group, however many negatives
             assert len({ps.groups[s] for s in ps.pair_samples[sub.index.get_indexer(grp.index), 0]}) == 1
     shared = en.groupby(["acceptable_sentence"]).size()
     assert (shared > 1).any()

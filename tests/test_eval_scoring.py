@@ -14,8 +14,6 @@ from evaluate.direct import VARIANTS, ScoredTexts, after_concept, pair_scores
 from evaluate.models import Capabilities, choose_batch_size, choose_device, choose_dtype, load_model, weights_sha256
 from evaluate.scoring import PROBE_TOKENS, Scorer, TokenScores, pack, resolve_bos
 
-from eval_fixtures import release, release_pairs, toy, toy_dir  # noqa: F401
-
 
 def reference_logprob(loaded, text: str) -> float:
     """One forward pass over one sentence, no padding, BOS prepended: the textbook definition."""

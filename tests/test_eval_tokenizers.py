@@ -18,8 +18,6 @@ from evaluate.methods import accuracy_scores, item_frame
 from evaluate.models import load_model
 from evaluate.scoring import Scorer
 
-from eval_fixtures import release, release_pairs  # noqa: F401
-
 FAMILIES = ("byte-level BPE", "Metaspace BPE (prepend always)", "Unigram with byte fallback", "one character per token")
 LANGS = ("en", "de", "zh", "ja", "ar")
 SPECIAL = ["<s>", "</s>", "<pad>", "<unk>"]

@@ -3,6 +3,7 @@
 import asyncio
 from collections import defaultdict
 
+from conftest import settings_for
 from sqlalchemy import select
 
 from builder.generate import generate, regenerate
@@ -15,8 +16,6 @@ from builder.selection import Scope
 from builder.status import flagged_items, status
 from builder.translate import translate
 from builder.workspace import schema as t
-
-from conftest import settings_for
 
 PROPS = "is used for heating food,can fly,has a mane"
 

@@ -2,21 +2,20 @@
 
 import asyncio
 
+from conftest import settings_for
 from sqlalchemy import select
+from test_m2c_workspace import _templates
 
 from annotation import server as ls_server
-from builder.m2c.tables import parse_forms
 from annotation.review import client, pull, push
-from builder.m2c.fills import needs, propose_forms
 from builder.languages import registry
 from builder.llm.cache import LLMCache
 from builder.llm.client import LLMClient
+from builder.m2c.fills import needs, propose_forms
 from builder.m2c.render import render_tests
+from builder.m2c.tables import parse_forms
 from builder.reviews import review_status
 from builder.workspace import schema as t
-
-from conftest import settings_for
-from test_m2c_workspace import _templates
 
 
 def _annotate(conn, task_id, decision, forms=None, comment=""):

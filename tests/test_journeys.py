@@ -9,6 +9,7 @@ import json
 
 import pandas as pd
 from sqlalchemy import select
+from test_generate import stage
 from typer.testing import CliRunner
 
 from annotation.autoreview import accept_open_tasks
@@ -26,8 +27,6 @@ from builder.workspace import schema as t
 from evaluate.data import load_release_pairs
 from evaluate.scoring import Scorer
 from evaluate.toy import judgement_corpus, train_toy
-
-from test_generate import stage
 
 PROPS = "can fly,has feathers"
 SWAHILI = ["sw", "--name", "Swahili", "--native-name", "Kiswahili", "--typology", "agglutinative",

@@ -2,6 +2,8 @@
 
 import asyncio
 
+from conftest import settings_for
+
 from annotation.review import client, pull, push
 from builder.audits import audit
 from builder.flags import list_flags
@@ -12,8 +14,6 @@ from builder.llm.client import LLMClient
 from builder.records import pair_id
 from builder.reviews import judge_decisions, review_status
 from builder.selection import Scope
-
-from conftest import settings_for
 
 BOOKS = "is used for storing books"
 

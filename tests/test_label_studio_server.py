@@ -11,6 +11,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+from conftest import settings_for
 from sqlalchemy import select
 
 from annotation import server as ls_server
@@ -21,14 +22,12 @@ from builder import reviews
 from builder.languages import registry
 from builder.llm.cache import LLMCache
 from builder.llm.client import LLMClient
+from builder.paths import sample_dir
 from builder.reviews import decisions
 from builder.seeds import import_seeds
-from builder.paths import sample_dir
 from builder.translate import translate
 from builder.workspace import schema as t
 from builder.workspace.store import DB_FILE, init_workspace, open_workspace
-
-from conftest import settings_for
 
 QUIET = {"log": lambda *a: None}
 

@@ -7,16 +7,15 @@ import time
 import httpx2
 import openai
 import pytest
+from conftest import settings_for
 from sqlalchemy import select
 
+from builder.languages import registry
 from builder.llm.cache import LLMCache
 from builder.llm.client import CacheMissError, LLMClient, LLMError
 from builder.llm.standin import JSON_SCHEMA_400, Faults
 from builder.translate import TranslationBatch, request_for
-from builder.languages import registry
 from builder.workspace import schema as t
-
-from conftest import settings_for
 
 ITEMS = [{"id": "c_000000000001", "kind": "concept", "english": "toaster", "category": "kitchen appliance"},
          {"id": "c_000000000002", "kind": "concept", "english": "kettle", "category": "kitchen appliance"}]

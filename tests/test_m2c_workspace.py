@@ -4,19 +4,18 @@ import asyncio
 from pathlib import Path
 
 import pytest
+from conftest import settings_for
 from sqlalchemy import select
 from typer.testing import CliRunner
 
 from builder.cli import app
-from builder.m2c.fills import needs, propose_forms
 from builder.languages import declare, registry
-from builder.m2c.lexicon import LexiconImportError, import_unimorph, verify_fills
 from builder.llm.cache import LLMCache
 from builder.llm.client import LLMClient
+from builder.m2c.fills import needs, propose_forms
+from builder.m2c.lexicon import LexiconImportError, import_unimorph, verify_fills
 from builder.m2c.render import render_tests
 from builder.workspace import schema as t
-
-from conftest import settings_for
 
 UNIMORPH = """# a small German table
 Tisch\tTisch\tN;DAT;SG

@@ -6,15 +6,14 @@ caught."""
 from __future__ import annotations
 
 import pytest
+from eval_fixtures import VERSION
 
-from builder.releases.lmeval import export_lm_eval
 from builder.default_model import gguf_path
+from builder.releases.lmeval import export_lm_eval
 from evaluate.gguf import converted
 from evaluate.models import load_model
 from evaluate.parity import compare, ensure_environment, lm_eval_sentence_scores, run_references
 from evaluate.scoring import Scorer
-
-from eval_fixtures import VERSION, release, release_pairs, toy_dir  # noqa: F401
 
 BATCH = 16
 SMOL_DOCS = 40  # per language: a fifth of the release keeps SmolLM2's three runs to minutes on two cores

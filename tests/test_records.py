@@ -1,10 +1,10 @@
 from pathlib import Path
 
-from builder.languages import registry
-from builder.records import Language, concept_id, group_id, pair_id, property_id
-
 import pytest
 from pydantic import ValidationError
+
+from builder.languages import registry
+from builder.records import Language, concept_id, group_id, pair_id, property_id
 
 
 def test_ids_are_deterministic_and_normalised():

@@ -15,7 +15,8 @@ import huggingface_hub.constants
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from huggingface_hub import errors as hub_errors, hf_api
+from huggingface_hub import errors as hub_errors
+from huggingface_hub import hf_api
 from typer.testing import CliRunner
 
 import builder.releases as releases

@@ -8,6 +8,7 @@ import threading
 import urllib.parse
 
 import pytest
+from conftest import settings_for
 from sqlalchemy import select
 
 from annotation import server as ls_server
@@ -23,8 +24,6 @@ from builder.reviews import rejected_items, rejected_pairs, review_status, sente
 from builder.selection import Scope
 from builder.translate import repropose, translate
 from builder.workspace import schema as t
-
-from conftest import settings_for
 
 LANGS = ["fr", "es", "ca", "nl", "hu", "tr"]  # 6 x 193 = 1,158 tasks
 

@@ -7,9 +7,13 @@ import unicodedata
 from datetime import datetime, timedelta, timezone
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from conftest import settings_for
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from nltk.metrics.distance import edit_distance as levenshtein
 from sqlalchemy import select
+from test_generate import stage
+from test_m2c_workspace import _templates
 
 from builder import reviews
 from builder.generate import generate, regenerate
@@ -29,10 +33,6 @@ from builder.reviews import (
 from builder.textdiff import edit_distance
 from builder.translate import repropose, translate
 from builder.workspace import schema as t
-
-from conftest import settings_for
-from test_generate import stage
-from test_m2c_workspace import _templates
 
 pytestmark = pytest.mark.both_databases
 

@@ -13,19 +13,18 @@ from collections import Counter
 from datetime import timedelta, timezone
 
 import pytest
+from conftest import settings_for
 from sqlalchemy import func, select
 
 from builder.languages import registry
-from builder.records import concept_id
 from builder.llm.cache import LLMCache
 from builder.llm.client import LLMClient
 from builder.llm.standin import BatchScript, Faults
+from builder.records import concept_id
 from builder.selection import Scope
 from builder.translate import translate
 from builder.workspace import schema as t
 from builder.workspace.store import now
-
-from conftest import settings_for
 
 pytestmark = pytest.mark.both_databases
 

@@ -9,10 +9,11 @@ from typer.testing import CliRunner
 
 from builder.cli import app
 from builder.llm.cache import LLMCache, Worker
-from builder.seeds import import_seeds
 from builder.paths import sample_dir
+from builder.seeds import import_seeds
 from builder.workspace import schema as t
 from builder.workspace.store import SERVER_FILE, WorkspaceError, init_workspace, open_workspace
+
 
 @pytest.mark.postgresql
 def test_a_database_url_belongs_to_the_folder_that_recorded_it(new_database, tmp_path):

@@ -2,7 +2,7 @@
 and review rows keyed by a Label Studio URL wait, intact, for the server that holds them."""
 
 import sqlite3
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 
 import pytest
 from sqlalchemy import inspect, select

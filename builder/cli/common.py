@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import NoReturn, Optional
+from typing import NoReturn
 
 import typer
 from rich.console import Console
@@ -37,11 +37,11 @@ def fail(exc: Exception | str) -> NoReturn:
     raise typer.Exit(1)
 
 
-def workspace_dir(workspace: Optional[Path]) -> Path:
+def workspace_dir(workspace: Path | None) -> Path:
     return Path(workspace or default_dir())
 
 
-def open_ws(workspace: Optional[Path]) -> Workspace:
+def open_ws(workspace: Path | None) -> Workspace:
     try:
         return open_workspace(workspace_dir(workspace))
     except Exception as exc:  # noqa: BLE001 - a missing or foreign workspace is one clear line
@@ -56,19 +56,19 @@ def langs(ws: Workspace, spec: str, exclude: tuple[str, ...] = ()) -> list[Langu
         fail(exc)
 
 
-def codes(spec: Optional[str]) -> list[str] | None:
+def codes(spec: str | None) -> list[str] | None:
     """A comma list as given on the command line, or None when not given."""
     return [c.strip() for c in spec.split(",") if c.strip()] if spec else None
 
 
-def llm_settings(offline: bool, dry_run: bool, batch: bool, concurrency: Optional[int]) -> LLMSettings:
+def llm_settings(offline: bool, dry_run: bool, batch: bool, concurrency: int | None) -> LLMSettings:
     settings = LLMSettings.from_env(offline=offline, dry_run=dry_run, batch=batch, concurrency=concurrency)
     if settings.mode == "recording":
         err.print("[yellow]no OPENAI_API_KEY or OPENAI_BASE_URL: replaying the bundled recording[/yellow]")
     return settings
 
 
-def llm_stage(ws: Workspace, name: str, properties: Optional[str], settings: LLMSettings, work) -> StageRun:
+def llm_stage(ws: Workspace, name: str, properties: str | None, settings: LLMSettings, work) -> StageRun:
     """Run an LLM stage over the chosen scope (`work(client, progress, scope)`); any failure is one clear line."""
     try:
         scope = Scope.parse(ws, properties)

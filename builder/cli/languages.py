@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Optional
 
 import typer
 from rich.table import Table
@@ -17,7 +16,7 @@ language_app = typer.Typer(help="Languages: list the declared ones, declare a ne
 
 
 @language_app.command("list")
-def language_list(workspace: Optional[Path] = WorkspaceOpt, as_json: bool = JsonOpt) -> None:
+def language_list(workspace: Path | None = WorkspaceOpt, as_json: bool = JsonOpt) -> None:
     """The declared languages (the built-in ones without a workspace)."""
     try:
         ws = open_workspace(workspace_dir(workspace))
@@ -45,10 +44,10 @@ def language_add(
     script: str = typer.Option(..., help="ISO 15924 code, e.g. Latn"),
     rtl: bool = typer.Option(False, "--rtl", help="Written right to left"),
     no_spaces: bool = typer.Option(False, "--no-spaces", help="Words are not separated by spaces"),
-    native_name: Optional[str] = typer.Option(None),
-    meta_prompt: Optional[str] = typer.Option(None, help="Metalinguistic prompt with {property}, {word1}, {word2}"),
+    native_name: str | None = typer.Option(None),
+    meta_prompt: str | None = typer.Option(None, help="Metalinguistic prompt with {property}, {word1}, {word2}"),
     notes: str = typer.Option("", help="Guidance for sentence generation in this language"),
-    workspace: Optional[Path] = WorkspaceOpt,
+    workspace: Path | None = WorkspaceOpt,
 ) -> None:
     """Declare a new language; every stage then accepts its code."""
     ws = open_ws(workspace)

@@ -6,7 +6,6 @@ Re-recording runs the demo, whose module (seconds to import) is loaded only by `
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import typer
 
@@ -21,9 +20,9 @@ llm_app = typer.Typer(help="LLM calls, cache and recordings.", no_args_is_help=T
 @llm_app.command("export-recording")
 def export_recording_cmd(
     path: Path,
-    cache: Optional[list[Path]] = typer.Option(None, "--cache", exists=True, dir_okay=False,
+    cache: list[Path] | None = typer.Option(None, "--cache", exists=True, dir_okay=False,
                                                help="An evaluation's LLM cache file (OUT/llm-cache.sqlite) instead of the workspace's; repeatable"),
-    workspace: Optional[Path] = WorkspaceOpt,
+    workspace: Path | None = WorkspaceOpt,
 ) -> None:
     """Write the cached replies of the workspace (or of evaluation caches) as a recording that can be replayed offline."""
     try:

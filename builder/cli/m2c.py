@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import typer
 from rich.table import Table
@@ -47,7 +46,7 @@ def import_unimorph_cmd(
     path: Path = typer.Argument(..., exists=True, dir_okay=False, help="UniMorph TSV: lemma<TAB>form<TAB>features"),
     lang: str = typer.Option(..., "--lang", "-l", help="A declared language's code (no M2C language file needed)"),
     needs_review: bool = typer.Option(False, "--needs-review", help="Import as proposed forms for curators to verify"),
-    workspace: Optional[Path] = WorkspaceOpt,
+    workspace: Path | None = WorkspaceOpt,
 ) -> None:
     """Import a UniMorph inflection table; a bad line fails the whole file (file:line:field), nothing written."""
     ws = open_ws(workspace)
@@ -64,10 +63,10 @@ def verify_cmd(
     lang: str = typer.Option(..., "--lang", "-l"),
     lemma: str = typer.Option(..., "--lemma"),
     reviewer: str = typer.Option(..., "--reviewer", envvar="BUILDER_REVIEWER"),
-    form: Optional[list[str]] = typer.Option(None, "--form", help="A correction BUNDLE=FORM (repeatable)"),
+    form: list[str] | None = typer.Option(None, "--form", help="A correction BUNDLE=FORM (repeatable)"),
     reject: bool = typer.Option(False, "--reject", help="Reject the lemma's proposed forms"),
     comment: str = typer.Option("", "--comment"),
-    workspace: Optional[Path] = WorkspaceOpt,
+    workspace: Path | None = WorkspaceOpt,
 ) -> None:
     """Verify (or correct, or reject) a lemma's proposed forms outside Label Studio."""
     ws = open_ws(workspace)
@@ -88,9 +87,9 @@ def verify_cmd(
 @lexicon_app.command("show")
 def show_cmd(
     lang: str = typer.Option(..., "--lang", "-l"),
-    lemma: Optional[str] = typer.Option(None, "--lemma"),
-    status: Optional[str] = typer.Option(None, "--status", help="proposed | verified | rejected"),
-    workspace: Optional[Path] = WorkspaceOpt,
+    lemma: str | None = typer.Option(None, "--lemma"),
+    status: str | None = typer.Option(None, "--status", help="proposed | verified | rejected"),
+    workspace: Path | None = WorkspaceOpt,
 ) -> None:
     """The lexicon's forms."""
     table = Table()
@@ -102,7 +101,7 @@ def show_cmd(
 
 
 @templates_app.command("check")
-def check_cmd(lang: str = typer.Option("all", "--lang", "-l"), templates: Optional[Path] = TemplatesOpt) -> None:
+def check_cmd(lang: str = typer.Option("all", "--lang", "-l"), templates: Path | None = TemplatesOpt) -> None:
     """Compile every template and print how many fills each has (lexicon placeholders are counted as
     if every lemma had its forms)."""
     for code in _m2c_langs(lang):
@@ -117,10 +116,10 @@ def check_cmd(lang: str = typer.Option("all", "--lang", "-l"), templates: Option
 @templates_app.command("fill")
 def fill_cmd(
     lang: str = typer.Option(..., "--lang", "-l"),
-    templates: Optional[Path] = TemplatesOpt,
+    templates: Path | None = TemplatesOpt,
     offline: bool = OfflineOpt,
     dry_run: bool = DryRunOpt,
-    workspace: Optional[Path] = WorkspaceOpt,
+    workspace: Path | None = WorkspaceOpt,
 ) -> None:
     """The LLM proposes the forms the templates need and the lexicon lacks; curators then verify them."""
     ws = open_ws(workspace)
@@ -145,11 +144,11 @@ def fill_cmd(
 @templates_app.command("render")
 def render_cmd(
     lang: str = typer.Option(..., "--lang", "-l"),
-    templates: Optional[Path] = TemplatesOpt,
+    templates: Path | None = TemplatesOpt,
     seed: int = typer.Option(0, "--seed"),
-    n: Optional[int] = typer.Option(None, "--n", help="Tests per template [default: each template's n; -1: all]"),
+    n: int | None = typer.Option(None, "--n", help="Tests per template [default: each template's n; -1: all]"),
     include_unverified: bool = typer.Option(False, "--include-unverified", help="Preview with proposed forms (verified=False)"),
-    workspace: Optional[Path] = WorkspaceOpt,
+    workspace: Path | None = WorkspaceOpt,
 ) -> None:
     """Render the templates into the workspace's m2c_tests (verified lexicon forms only, by default)."""
     ws = open_ws(workspace)

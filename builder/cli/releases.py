@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Optional
 
 import typer
 from rich.table import Table
 
-from builder.cli.common import WorkspaceOpt, codes, fail, open_ws, out, err, workspace_dir
+from builder.cli.common import WorkspaceOpt, codes, err, fail, open_ws, out, workspace_dir
 from builder.releases.diff import diff
 from builder.releases.lmeval import export_lm_eval
 from builder.releases.publish import DEFAULT_LICENSE, DEFAULT_NAME, PublishRequest, default_target
@@ -23,24 +22,24 @@ releases_app = typer.Typer(help="Published releases: list, diff, verify, export;
 SourceOpt = typer.Option(None, "--from", help="Release store folder or Hub id ORG/NAME [default: <workspace>/releases]")
 
 
-def _source(source: Optional[str], workspace: Optional[Path]) -> str | Path:
+def _source(source: str | None, workspace: Path | None) -> str | Path:
     """--from as given (a folder or a Hub id), else the workspace's store (always a folder)."""
     return source or workspace_dir(workspace) / "releases"
 
 
 def publish(
-    version: Optional[str] = typer.Option(None, "--version", help="The new version, X.Y.Z"),
-    bump: Optional[str] = typer.Option(None, "--bump", help="Or bump the latest version: major | minor | patch"),
-    to: Optional[Path] = typer.Option(None, "--to", help="Release store (a git repository) [default: <workspace>/releases]"),
-    hub: Optional[str] = typer.Option(None, "--hub", help="Also upload to this Hub dataset ORG/NAME (token from HF_TOKEN)"),
+    version: str | None = typer.Option(None, "--version", help="The new version, X.Y.Z"),
+    bump: str | None = typer.Option(None, "--bump", help="Or bump the latest version: major | minor | patch"),
+    to: Path | None = typer.Option(None, "--to", help="Release store (a git repository) [default: <workspace>/releases]"),
+    hub: str | None = typer.Option(None, "--hub", help="Also upload to this Hub dataset ORG/NAME (token from HF_TOKEN)"),
     dry_run: bool = typer.Option(False, "--dry-run", help="Run the checks and show what would be released; write nothing"),
     require_complete: bool = typer.Option(False, "--require-complete", help="Fail unless every language has every pair"),
     exclude_unverified: bool = typer.Option(False, "--exclude-unverified", help="Leave unverified, unwaived items out instead of failing"),
-    lang: Optional[str] = typer.Option(None, "--lang", "-l", help="Only these languages, comma-separated [default: all with data]"),
+    lang: str | None = typer.Option(None, "--lang", "-l", help="Only these languages, comma-separated [default: all with data]"),
     message: str = typer.Option("", "--message", "-m", help="Release notes for the changelog"),
-    name: Optional[str] = typer.Option(None, "--name", help="Pretty name in the card [default: XCOMPS]"),
-    license: Optional[str] = typer.Option(None, "--license", help="License id for the card [default: cc-by-4.0]"),
-    workspace: Optional[Path] = WorkspaceOpt,
+    name: str | None = typer.Option(None, "--name", help="Pretty name in the card [default: XCOMPS]"),
+    license: str | None = typer.Option(None, "--license", help="License id for the card [default: cc-by-4.0]"),
+    workspace: Path | None = WorkspaceOpt,
 ) -> None:
     """Publish reviewed data as a new immutable version (checks first; nothing is written if they fail)."""
     if bump not in (None, "major", "minor", "patch"):
@@ -71,13 +70,13 @@ def publish(
 
 
 @releases_app.command("list")
-def list_cmd(source: Optional[str] = SourceOpt, workspace: Optional[Path] = WorkspaceOpt,
+def list_cmd(source: str | None = SourceOpt, workspace: Path | None = WorkspaceOpt,
              as_json: bool = typer.Option(False, "--json")) -> None:
     """Published versions, newest first, with their time, parent and row counts."""
     try:
         src = open_source(_source(source, workspace))
         entries = [src.manifest(v) for v in reversed(src.versions())]
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:  # noqa: BLE001 - any failure ends as one clear line (fail)
         fail(exc)
     if as_json:
         print(json.dumps([{k: m[k] for k in ("version", "parent", "created_at", "counts", "code_version")} for m in entries],
@@ -92,13 +91,13 @@ def list_cmd(source: Optional[str] = SourceOpt, workspace: Optional[Path] = Work
 
 
 @releases_app.command("diff")
-def diff_cmd(a: str, b: str, source: Optional[str] = SourceOpt, workspace: Optional[Path] = WorkspaceOpt,
-             lang: Optional[str] = typer.Option(None, "--lang", "-l", help="Only these configs, comma-separated"),
+def diff_cmd(a: str, b: str, source: str | None = SourceOpt, workspace: Path | None = WorkspaceOpt,
+             lang: str | None = typer.Option(None, "--lang", "-l", help="Only these configs, comma-separated"),
              as_json: bool = typer.Option(False, "--json")) -> None:
     """Item by item, per language: what version B added, removed and changed since A (before → after)."""
     try:
         d = diff(_source(source, workspace), a, b, configs=codes(lang))
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:  # noqa: BLE001 - any failure ends as one clear line (fail)
         fail(exc)
     if as_json:
         print(d.model_dump_json(indent=1))
@@ -107,13 +106,13 @@ def diff_cmd(a: str, b: str, source: Optional[str] = SourceOpt, workspace: Optio
 
 
 @releases_app.command("verify")
-def verify_cmd(version: Optional[str] = typer.Argument(None, help="One version [default: all, and the checked-out folder]"),
-               source: Optional[Path] = typer.Option(None, "--from", help="Release store [default: <workspace>/releases]"),
-               workspace: Optional[Path] = WorkspaceOpt) -> None:
+def verify_cmd(version: str | None = typer.Argument(None, help="One version [default: all, and the checked-out folder]"),
+               source: Path | None = typer.Option(None, "--from", help="Release store [default: <workspace>/releases]"),
+               workspace: Path | None = WorkspaceOpt) -> None:
     """Check every file against the sha256 in its version's release.json."""
     try:
         report = verify(source or _source(None, workspace), version)
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:  # noqa: BLE001 - any failure ends as one clear line (fail)
         fail(exc)
     if not report.ok:
         for p in report.problems:
@@ -123,13 +122,13 @@ def verify_cmd(version: Optional[str] = typer.Argument(None, help="One version [
 
 
 @releases_app.command("export-lm-eval")
-def export_lm_eval_cmd(version: str, out_dir: Optional[Path] = typer.Option(None, "--out", help="[default: ./lm-eval-VERSION]"),
+def export_lm_eval_cmd(version: str, out_dir: Path | None = typer.Option(None, "--out", help="[default: ./lm-eval-VERSION]"),
                        prefix: str = typer.Option("xcomps", help="Task name prefix"),
-                       source: Optional[str] = SourceOpt, workspace: Optional[Path] = WorkspaceOpt) -> None:
+                       source: str | None = SourceOpt, workspace: Path | None = WorkspaceOpt) -> None:
     """Write lm-evaluation-harness task files: one multiple-choice task per language, and a group."""
     try:
         paths = export_lm_eval(_source(source, workspace), version, out_dir or Path(f"lm-eval-{version}"), prefix=prefix)
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:  # noqa: BLE001 - any failure ends as one clear line (fail)
         fail(exc)
     out.print(f"wrote {len(paths)} task file(s) to {paths[0].parent}; run with "
               f"`lm_eval --include_path {paths[0].parent} --tasks {prefix} …`", highlight=False)
@@ -139,21 +138,21 @@ def export_lm_eval_cmd(version: str, out_dir: Optional[Path] = typer.Option(None
 def waive_cmd(item: str, lang: str = typer.Option(..., "--lang", "-l"), reason: str = typer.Option(..., "--reason"),
               by: str = typer.Option(..., "--by", envvar="BUILDER_REVIEWER", help="Who waives it"),
               m2c: bool = typer.Option(False, "--m2c", help="ITEM is an M2C test id (default: a pair id)"),
-              workspace: Optional[Path] = WorkspaceOpt) -> None:
+              workspace: Path | None = WorkspaceOpt) -> None:
     """Let an unverified item be released, with the reason recorded (shown as review_status 'waived')."""
     try:
         waive(open_ws(workspace), "m2c" if m2c else "pair", item, lang, reason=reason, by=by)
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:  # noqa: BLE001 - any failure ends as one clear line (fail)
         fail(exc)
     out.print(f"waived {item} in {lang}")
 
 
 @releases_app.command("waivers")
-def waivers_cmd(workspace: Optional[Path] = WorkspaceOpt) -> None:
+def waivers_cmd(workspace: Path | None = WorkspaceOpt) -> None:
     """The recorded waivers."""
     try:
         rows = list_waivers(open_ws(workspace))
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:  # noqa: BLE001 - any failure ends as one clear line (fail)
         fail(exc)
     table = Table()
     for col in ("lang", "kind", "item", "reason", "by", "when"):

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Optional
 
 import typer
 from rich.table import Table
@@ -19,13 +18,13 @@ from builder.cli.common import (
     LangOpt,
     OfflineOpt,
     WorkspaceOpt,
+    err,
     fail,
     langs,
     llm_settings,
     llm_stage,
     open_ws,
     out,
-    err,
     workspace_dir,
 )
 
@@ -35,10 +34,10 @@ review_app = typer.Typer(help="Expert review in Label Studio: serve, push, pull,
 @review_app.command("serve")
 def review_serve(
     host: str = typer.Option("127.0.0.1", help="Bind address"),
-    port: Optional[int] = typer.Option(None, help="Port [default: a free one]"),
+    port: int | None = typer.Option(None, help="Port [default: a free one]"),
     allow_remote: bool = typer.Option(False, "--allow-remote", help="Allow binding to a non-loopback address"),
     show_token: bool = typer.Option(False, "--show-token", help="Print the API token"),
-    workspace: Optional[Path] = WorkspaceOpt,
+    workspace: Path | None = WorkspaceOpt,
 ) -> None:
     """Start Label Studio for this workspace (installing it into its own environment when missing)."""
     from annotation.server import serve
@@ -55,7 +54,7 @@ def review_serve(
 
 
 @review_app.command("stop")
-def review_stop(workspace: Optional[Path] = WorkspaceOpt) -> None:
+def review_stop(workspace: Path | None = WorkspaceOpt) -> None:
     """Stop this workspace's Label Studio (never one that another workspace started)."""
     from annotation.server import stop
 
@@ -66,10 +65,10 @@ def review_stop(workspace: Optional[Path] = WorkspaceOpt) -> None:
 def review_push(
     stage: str = typer.Option("translation", help=" | ".join(reviews.REVIEW_STAGES)),
     lang: str = LangOpt,
-    limit: Optional[int] = typer.Option(None, help="At most this many tasks per language"),
+    limit: int | None = typer.Option(None, help="At most this many tasks per language"),
     overlap: int = typer.Option(1, min=1, help="Curators per task for the overlapping share"),
     overlap_share: float = typer.Option(0.0, min=0.0, max=1.0, help="Share of tasks that go to --overlap curators"),
-    workspace: Optional[Path] = WorkspaceOpt,
+    workspace: Path | None = WorkspaceOpt,
 ) -> None:
     """Push proposals for review; repeated pushes skip unchanged tasks and update changed ones in place.
 
@@ -89,7 +88,7 @@ def review_push(
 
 
 @review_app.command("pull")
-def review_pull(workspace: Optional[Path] = WorkspaceOpt) -> None:
+def review_pull(workspace: Path | None = WorkspaceOpt) -> None:
     """Pull every annotation back into the workspace; accepted and corrected words become verified."""
     from annotation.review import pull
     from annotation.server import connect
@@ -110,7 +109,7 @@ def review_repropose(
     lang: str = LangOpt,
     stage: str = typer.Option("translation", help="translation (words back to translation) | sentences (pairs back to generation)"),
     offline: bool = OfflineOpt,
-    workspace: Optional[Path] = WorkspaceOpt,
+    workspace: Path | None = WorkspaceOpt,
 ) -> None:
     """Send rejected and ambiguous items back to the LLM with the curator's comment."""
     from builder.generate import regenerate
@@ -137,7 +136,7 @@ def review_repropose(
 
 
 @review_app.command("status")
-def review_status_cmd(workspace: Optional[Path] = WorkspaceOpt, as_json: bool = JsonOpt) -> None:
+def review_status_cmd(workspace: Path | None = WorkspaceOpt, as_json: bool = JsonOpt) -> None:
     """Per stage and language: pending, decisions, skipped, open disagreements, adjudicated, agreement, reviewers."""
     rows = reviews.review_status(open_ws(workspace))
     if as_json:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import typer
 
@@ -14,7 +13,7 @@ seeds_app = typer.Typer(help="Seed data: COMPS pairs, concept categories, expert
 
 
 @seeds_app.command("import")
-def seeds_import(paths: list[Path], workspace: Optional[Path] = WorkspaceOpt) -> None:
+def seeds_import(paths: list[Path], workspace: Path | None = WorkspaceOpt) -> None:
     """Import COMPS JSONL, concept categories and expert seed translations (files or folders)."""
     ws = open_ws(workspace)
     try:

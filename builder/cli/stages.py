@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Optional
 
 import typer
 from rich.table import Table
@@ -36,14 +35,15 @@ from builder.cli.common import (
 )
 from builder.generate import generate as generate_stage
 from builder.reviews import accept as accept_proposals
-from builder.status import flagged_items, llm_usage, status as compute_status
+from builder.status import flagged_items, llm_usage
+from builder.status import status as compute_status
 from builder.translate import translate as translate_stage
 from builder.workspace.store import WorkspaceError, default_dir, init_workspace
 
 
 def init(
-    directory: Optional[Path] = typer.Argument(None, envvar="BUILDER_WORKSPACE", help="Workspace folder"),
-    database_url: Optional[str] = typer.Option(
+    directory: Path | None = typer.Argument(None, envvar="BUILDER_WORKSPACE", help="Workspace folder"),
+    database_url: str | None = typer.Option(
         None, "--database-url", help="Keep the workspace's database on this PostgreSQL server "
         "(postgresql://USER@HOST:PORT/DATABASE; the password from PGPASSWORD or ~/.pgpass). The folder records it; "
         "another folder given the same URL shares the workspace [default: the folder's own SQLite file]"),
@@ -59,10 +59,10 @@ def init(
 def status(
     flags: bool = typer.Option(False, "--flags", help="List the flagged items (LLM stages, pair audits), with the reasons"),
     llm: bool = typer.Option(False, "--llm", help="LLM calls by stage, model and mode: tokens, cost, calls at an unknown price; each endpoint's structured-output mode"),
-    stage: Optional[str] = typer.Option(None, "--stage", help="With --flags: only this stage (translate, repropose, generate, "
+    stage: str | None = typer.Option(None, "--stage", help="With --flags: only this stage (translate, repropose, generate, "
                                                               "fill, similarity, occurrence, judge)"),
-    lang: Optional[str] = typer.Option(None, "--lang", "-l", help="With --flags: only these language codes, comma-separated"),
-    workspace: Optional[Path] = WorkspaceOpt,
+    lang: str | None = typer.Option(None, "--lang", "-l", help="With --flags: only these language codes, comma-separated"),
+    workspace: Path | None = WorkspaceOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """Per language and stage: pending, proposed, verified, generated, flagged, and concept–property overlap
@@ -122,7 +122,7 @@ def _llm(ws, as_json: bool) -> None:
         out.print(f"{e.endpoint} {e.model}: structured outputs {e.mode}{refused}", markup=False, highlight=False)
 
 
-def _flags(ws, stage: Optional[str], lang_codes: Optional[list[str]], as_json: bool) -> None:
+def _flags(ws, stage: str | None, lang_codes: list[str] | None, as_json: bool) -> None:
     items = flagged_items(ws, stage=stage, langs=lang_codes)
     if as_json:
         print(json.dumps([f.model_dump(mode="json") for f in items], ensure_ascii=False, indent=1))
@@ -137,13 +137,13 @@ def _flags(ws, stage: Optional[str], lang_codes: Optional[list[str]], as_json: b
 
 def translate(
     lang: str = LangOpt,
-    properties: Optional[str] = PropsOpt,
+    properties: str | None = PropsOpt,
     items_per_request: int = typer.Option(10, "--items-per-request", min=1),
     offline: bool = OfflineOpt,
     dry_run: bool = DryRunOpt,
     batch: bool = BatchOpt,
-    concurrency: Optional[int] = ConcOpt,
-    workspace: Optional[Path] = WorkspaceOpt,
+    concurrency: int | None = ConcOpt,
+    workspace: Path | None = WorkspaceOpt,
 ) -> None:
     """Stage 2: the LLM translates concepts and properties not yet verified."""
     ws = open_ws(workspace)
@@ -158,10 +158,10 @@ def translate(
 
 def accept(
     lang: str = LangOpt,
-    item: Optional[list[str]] = typer.Option(None, "--item", help="Only these item ids"),
+    item: list[str] | None = typer.Option(None, "--item", help="Only these item ids"),
     reviewer: str = typer.Option(..., "--reviewer", envvar="BUILDER_REVIEWER", help="Who is accepting"),
     include_ambiguous: bool = typer.Option(False, "--include-ambiguous"),
-    workspace: Optional[Path] = WorkspaceOpt,
+    workspace: Path | None = WorkspaceOpt,
 ) -> None:
     """Mark proposals verified without Label Studio (recorded as this reviewer's decision)."""
     ws = open_ws(workspace)
@@ -175,12 +175,12 @@ def accept(
 
 def generate(
     lang: str = LangOpt,
-    properties: Optional[str] = PropsOpt,
+    properties: str | None = PropsOpt,
     offline: bool = OfflineOpt,
     dry_run: bool = DryRunOpt,
     batch: bool = BatchOpt,
-    concurrency: Optional[int] = ConcOpt,
-    workspace: Optional[Path] = WorkspaceOpt,
+    concurrency: int | None = ConcOpt,
+    workspace: Path | None = WorkspaceOpt,
 ) -> None:
     """Stage 4: the LLM writes acceptable and unacceptable sentences from verified words; then the pair audits run."""
     ws = open_ws(workspace)
@@ -198,12 +198,12 @@ def generate(
 
 def audit(
     lang: str = LangOpt,
-    properties: Optional[str] = PropsOpt,
+    properties: str | None = PropsOpt,
     offline: bool = OfflineOpt,
     dry_run: bool = DryRunOpt,
     batch: bool = BatchOpt,
-    concurrency: Optional[int] = ConcOpt,
-    workspace: Optional[Path] = WorkspaceOpt,
+    concurrency: int | None = ConcOpt,
+    workspace: Path | None = WorkspaceOpt,
 ) -> None:
     """Pair audits of the generated pairs: similarity and negative types, concept occurrences, the LLM judge.
 
@@ -213,7 +213,7 @@ def audit(
     _audit(ws, langs(ws, lang), properties, llm_settings(offline, dry_run, batch, concurrency))
 
 
-def _audit(ws, targets, properties: Optional[str], settings) -> None:
+def _audit(ws, targets, properties: str | None, settings) -> None:
     run = llm_stage(ws, "audit", properties, settings,
                     lambda c, p, scope: audit_pairs(ws, c, targets, scope=scope, progress=p))
     report_stage(run, run.result.describe())
@@ -222,7 +222,7 @@ def _audit(ws, targets, properties: Optional[str], settings) -> None:
 def demo(
     workspace: Path = typer.Option(Path("demo-workspace"), "--workspace", "-w", help="The demo's folder (re-running resumes)"),
     auto_review: bool = typer.Option(False, "--auto-review", help="A scripted curator accepts every draft through Label Studio's API"),
-    model: Optional[str] = typer.Option(None, "--model", help="Evaluate this model (a folder, a GGUF file, a Hub id), or "
+    model: str | None = typer.Option(None, "--model", help="Evaluate this model (a folder, a GGUF file, a Hub id), or "
                                         "'toy' for a toy trained on the spot [default: SmolLM2-135M-Instruct]"),
     evaluate: bool = typer.Option(True, "--eval/--no-eval", help="--no-eval stops after the release; the same command "
                                   "without it goes on from there"),

@@ -43,7 +43,7 @@ class Worker:
     pid: int
 
     @classmethod
-    def current(cls) -> "Worker":
+    def current(cls) -> Worker:
         return cls(uuid.uuid4().hex, socket.gethostname(), os.getpid())
 
     def gone(self) -> bool:
@@ -67,12 +67,12 @@ class LLMCache:
         self._owns_engine = owns_engine
 
     @classmethod
-    def of_workspace(cls, ws: Workspace) -> "LLMCache":
+    def of_workspace(cls, ws: Workspace) -> LLMCache:
         """The cache inside a workspace's database (its tables are part of the workspace schema)."""
         return cls(ws.engine, owns_engine=False)
 
     @classmethod
-    def open(cls, path: Path | str) -> "LLMCache":
+    def open(cls, path: Path | str) -> LLMCache:
         """A cache in a SQLite file of its own, created with the cache's tables (and nothing else) if new."""
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -119,7 +119,7 @@ class LLMCache:
 
     # -- claims -------------------------------------------------------------------------------------
 
-    def claim(self, key: str, worker: "Worker", lease_s: float) -> bool:
+    def claim(self, key: str, worker: Worker, lease_s: float) -> bool:
         """Take, or renew, the claim to send request `key` for `lease_s` seconds; False while another worker holds it.
 
         A claim whose worker died is taken over: at once when that worker was a process on this
@@ -141,7 +141,7 @@ class LLMCache:
             taken = conn.execute(t.llm_claims.update().where(c.request_key == key, c.worker == held.worker, stale).values(**mine))
             return taken.rowcount == 1
 
-    def release(self, key: str, worker: "Worker") -> None:
+    def release(self, key: str, worker: Worker) -> None:
         with self.engine.begin() as conn:
             conn.execute(t.llm_claims.delete().where(t.llm_claims.c.request_key == key, t.llm_claims.c.worker == worker.token))
 

@@ -121,7 +121,7 @@ class Request:
     def as_messages(self) -> list[dict[str, str]]:
         return [{"role": r, "content": c} for r, c in self.messages]
 
-    def followup(self, reply_text: str, feedback: str) -> "Request":
+    def followup(self, reply_text: str, feedback: str) -> Request:
         """The same conversation, with our reply and what was wrong with it: a re-ask."""
         msgs = self.messages + (("assistant", reply_text), ("user", feedback))
         return Request(msgs, self.schema_name, self.stage, self.lang, self.prompt_hash, self.expected_output_tokens)
@@ -340,7 +340,7 @@ class LLMClient:
         refusals: dict[str, str] = {}
         for mode in MODES[:-1]:
             try:
-                await self._post(lambda: self._probe_body(mode), f"probing {self.settings.endpoint} for structured outputs")
+                await self._post(lambda mode=mode: self._probe_body(mode), f"probing {self.settings.endpoint} for structured outputs")
                 break
             except _Refused as exc:
                 refusals[mode] = exc.reason

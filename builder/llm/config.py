@@ -40,7 +40,7 @@ class LLMSettings(BaseModel):
             yield name, (self.endpoint if name == "base_url" and value else value)
 
     @classmethod
-    def from_env(cls, **overrides) -> "LLMSettings":
+    def from_env(cls, **overrides) -> LLMSettings:
         """Live endpoint when OPENAI_API_KEY or OPENAI_BASE_URL is set; otherwise the bundled recording."""
         env = os.environ
         live = bool(env.get("OPENAI_API_KEY") or env.get("OPENAI_BASE_URL"))

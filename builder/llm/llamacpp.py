@@ -54,7 +54,7 @@ class LlamaServer:
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}/v1"
 
-    def __enter__(self) -> "LlamaServer":
+    def __enter__(self) -> LlamaServer:
         cmd = [str(self.exe), "-m", "llama_cpp.server", "--model", self.model, "--host", "127.0.0.1", "--port", str(self.port),
                "--n_ctx", str(self.n_ctx), "--n_threads", "-1", "--n_threads_batch", "-1",
                # With the cache, a re-ask's conversation start is not evaluated again; scoring echoed prompts turns it off.

@@ -27,7 +27,7 @@ class ReplayTransport(httpx2.AsyncBaseTransport):
         self.served = 0
 
     @classmethod
-    def from_file(cls, path: str | Path | None) -> "ReplayTransport":
+    def from_file(cls, path: str | Path | None) -> ReplayTransport:
         replies: dict[str, dict] = {}
         if path and Path(path).is_file():
             for line in Path(path).read_text(encoding="utf-8").splitlines():

@@ -11,7 +11,7 @@ asked again through the client's re-ask loop.
 from __future__ import annotations
 
 import copy
-from functools import lru_cache
+from functools import cache
 from typing import Any
 
 from pydantic import BaseModel
@@ -25,7 +25,7 @@ def strict_schema(model: type[BaseModel]) -> dict[str, Any]:
     return copy.deepcopy(_strict(model))
 
 
-@lru_cache(maxsize=None)
+@cache
 def _strict(model: type[BaseModel]) -> dict[str, Any]:
     schema = model.model_json_schema()
     defs = schema.get("$defs", {})

@@ -127,7 +127,7 @@ class Lexicon:
         self.judgements: dict[tuple[str, str], str] = {}  # (lang, statement) -> why the negative may have the property
 
     @classmethod
-    def from_answers(cls, folder: Path) -> "Lexicon":
+    def from_answers(cls, folder: Path) -> Lexicon:
         """Answers from one JSONL file per language code, by record type: translation, inflection,
         text (a plain-text translation of an English text), judgement (a statement the judge holds
         may be true, with the reason) and sentence."""
@@ -278,7 +278,7 @@ class StandinServer:
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self._httpd.server_address[1]}/v1"
 
-    def __enter__(self) -> "StandinServer":
+    def __enter__(self) -> StandinServer:
         self._thread.start()
         return self
 

@@ -17,14 +17,14 @@ from pathlib import Path
 from pydantic import BaseModel, Field, field_validator
 
 from builder.flags import clear_flags, record_flags
-from builder.m2c.lexicon import canonical, forms_of, store_proposed_forms
 from builder.llm.client import LLMClient, Request
 from builder.llm.items import Rejected, per_item
+from builder.m2c.engine import Lexeme
+from builder.m2c.language import LanguageDataError, load_language
+from builder.m2c.lexicon import canonical, forms_of, store_proposed_forms
+from builder.m2c.template_files import LexiconRef, load_file, template_files
 from builder.prompts import load
 from builder.records import Language as LanguageRecord
-from builder.m2c.engine import Lexeme
-from builder.m2c.template_files import LexiconRef, load_file, template_files
-from builder.m2c.language import LanguageDataError, load_language
 from builder.workspace.store import Workspace
 
 

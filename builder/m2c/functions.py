@@ -10,8 +10,8 @@ that are right too.
 from __future__ import annotations
 
 import unicodedata
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from builder.m2c.language import MISSING, Language
 

@@ -10,15 +10,16 @@ from __future__ import annotations
 import itertools
 import re
 import unicodedata
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import yaml
 
-from builder.paths import data_dir
 from builder.m2c.errors import LanguageDataError
+from builder.paths import data_dir
 
 
 @dataclass(frozen=True)
@@ -104,7 +105,7 @@ class Rule:
     variants: dict[tuple[str, ...], tuple[str, ...]] = field(default_factory=dict)
 
     @classmethod
-    def build(cls, name: str, entries: dict[str, Any], dims: Dimensions) -> "Rule":
+    def build(cls, name: str, entries: dict[str, Any], dims: Dimensions) -> Rule:
         parsed = []
         for bundle, value in entries.items():
             values = value if isinstance(value, list) else [value]
@@ -201,7 +202,7 @@ class PostProcess:
     capitalize_sentences: bool = True
 
     @classmethod
-    def build(cls, spec: dict) -> "PostProcess":
+    def build(cls, spec: dict) -> PostProcess:
         pp = cls(capitalize_sentences=spec.get("capitalize_sentences", True))
         el = spec.get("elision")
         if el:
@@ -289,14 +290,14 @@ def available() -> list[str]:
     return sorted(p.stem for p in languages_dir().glob("*.yaml"))
 
 
-@lru_cache(maxsize=None)
+@cache
 def unimorph_schema() -> tuple[frozenset[str], tuple[Dimension, ...]]:
     """UniMorph's parts of speech and its universal dimensions (data/m2c/unimorph.yaml)."""
     raw = yaml.safe_load((data_dir() / "m2c" / "unimorph.yaml").read_text(encoding="utf-8"))
     return frozenset(raw["part_of_speech"]), tuple(Dimension(n, tuple(map(str, f))) for n, f in raw["dimensions"].items())
 
 
-@lru_cache(maxsize=None)
+@cache
 def unimorph_language(code: str, name: str) -> Language:
     """What a UniMorph import reads a language's feature labels with.
 
@@ -313,7 +314,7 @@ def unimorph_language(code: str, name: str) -> Language:
     return replace(base, dims=Dimensions(dims))
 
 
-@lru_cache(maxsize=None)
+@cache
 def load_language(code: str) -> Language:
     """The language declared in data/m2c/languages/<code>.yaml."""
     path = languages_dir() / f"{code}.yaml"

@@ -9,8 +9,8 @@ node keeps the offset of the text it came from, so errors can name line and colu
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable, Union
 
 from builder.m2c.errors import TemplateError, Where
 
@@ -44,7 +44,7 @@ class Cond:
     at: int
 
 
-Segment = Union[Feature, Agree, Cond]
+Segment = Feature | Agree | Cond
 
 
 @dataclass(frozen=True)
@@ -72,15 +72,15 @@ class Inline:
 @dataclass(frozen=True)
 class Call:
     fn: str
-    args: tuple["Arg", ...]
+    args: tuple[Arg, ...]
     mods: tuple[str, ...]
     at: int
     raw: str
 
 
-Arg = Union[Call, Ref, int, str]
-Key = Union[Ref, Inline, Call]
-Piece = Union[str, Key]
+Arg = Call | Ref | int | str
+Key = Ref | Inline | Call
+Piece = str | Key
 
 
 def _split(text: str, sep: str, base: int) -> list[tuple[int, str]]:

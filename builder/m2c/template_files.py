@@ -22,11 +22,11 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict
 
-from builder.paths import data_dir
 from builder.m2c.engine import Lexeme, Template
 from builder.m2c.errors import TemplateError, Where
 from builder.m2c.language import Language, load_language
 from builder.m2c.syntax import Locate
+from builder.paths import data_dir
 
 FIELDS = ("context", "question", "answer")
 TEMPLATE_KEYS = {"id", "context", "question", "answer", "alternatives", "n", "options", "placeholders"}

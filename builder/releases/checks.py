@@ -200,7 +200,7 @@ def _audits(configs: dict[str, ConfigRows], flags: AuditFlags) -> CheckResult:
                      for role, span, form in (("acceptable", (a0, a1), c.concept_forms[i][0]),
                                               ("unacceptable", (u0, u1), c.concept_forms[i][1]))]
             problems += [f"{c.config} {ids[i]}: {p}" for p in occurrence.problems(*sides, spaced=spaced, script=script)]
-        for i, pid in enumerate(ids):
+        for pid in ids:
             if (pid, c.lang) in flags.judge and (pid, c.lang) not in flags.waived:
                 problems.append(f"{c.config} {pid}: {flags.judge[(pid, c.lang)]}")
             similar += c.lang == "en" and pid in flags.similarity

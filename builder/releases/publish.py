@@ -12,19 +12,19 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
+from builder.flags import list_flags
 from builder.languages import registry
 from builder.releases import hub as hub_mod
 from builder.releases import rows as rows_mod
 from builder.releases import versions as V
-from builder.flags import list_flags
 from builder.releases.checks import AuditFlags, CheckReport, ReleaseCheckError, run_checks
 from builder.releases.declarations import released
 from builder.releases.diff import diff_tables
 from builder.releases.layout import write_release
 from builder.releases.reading import LocalSource
 from builder.releases.stats import release_stats
-from builder.releases.waivers import waivers
 from builder.releases.store import ReleaseStore, StoreError
+from builder.releases.waivers import waivers
 from builder.workspace.store import Workspace, now
 
 DEFAULT_LICENSE = "cc-by-4.0"

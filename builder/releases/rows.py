@@ -59,7 +59,7 @@ class ConfigRows:
     def ids(self) -> list[str]:
         return self.columns["test_id" if self.is_m2c else "pair_id"]
 
-    def without(self, drop: set[int]) -> "ConfigRows":
+    def without(self, drop: set[int]) -> ConfigRows:
         keep = [i for i in range(len(self)) if i not in drop]
         remap = {old: new for new, old in enumerate(keep)}
         return ConfigRows(

@@ -118,7 +118,7 @@ def _connected(engine: Engine, directory: Path) -> Engine:
                              f"({engine.url.render_as_string()}): {str(exc.orig).strip()}") from exc
 
 
-def init_workspace(directory: Path | str | None = None, *, database_url: str | None = None) -> "Workspace":
+def init_workspace(directory: Path | str | None = None, *, database_url: str | None = None) -> Workspace:
     """Create (or re-open, migrating an older schema) a workspace; idempotent. `database_url`: its database on a PostgreSQL server."""
     directory = Path(directory) if directory else default_dir()
     directory.mkdir(parents=True, exist_ok=True)
@@ -136,7 +136,7 @@ def init_workspace(directory: Path | str | None = None, *, database_url: str | N
     return Workspace(directory, engine)
 
 
-def open_workspace(directory: Path | str | None = None) -> "Workspace":
+def open_workspace(directory: Path | str | None = None) -> Workspace:
     directory = Path(directory) if directory else default_dir()
     if not (directory / SERVER_FILE).is_file() and not (directory / DB_FILE).is_file():
         raise WorkspaceError(f"no workspace at {directory} (run `builder init {directory}` first)")
