@@ -18,7 +18,7 @@ The models: the tests' toy (trained here; hidden 64, 2 layers, a 512-token vocab
 per-call overheads dominate), and a tiny model of a real model's proportions (hidden 256, 4 layers,
 random weights, the same tokenizer with the output layer widened to 32,000 entries, as in Llama 2
 and Mistral), where the output layer is most of the work, as it is in real models.
-minicons is not a project dependency: the `bench` extra installs it (`pip install -e '.[bench]'`, or `make bench`).
+minicons is not a run-time dependency: the `bench` extra, part of the project's lock, installs it.
 Target: at least 3x faster than minicons, at most 1.3x the floor.
 Ends with one line: BENCH direct_scoring key=value ...
 """
