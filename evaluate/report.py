@@ -22,6 +22,7 @@ import pandas as pd
 from markdown_it import MarkdownIt
 
 from builder.records import NEGATIVE_TYPES
+from evaluate.comparison import comparison_section
 from evaluate.methods import ALL
 from evaluate.methods import registry as method_registry
 from evaluate.reporting import EXCLUDED_FROM_TYPOLOGY, Page, joined, plt, table, text
@@ -114,7 +115,8 @@ def fig4_typology(head: pd.DataFrame, page: Page) -> None:
     page.save(fig, avg, "fig4_typology")
 
 
-def build_report(directory: Path) -> Report:
+def build_report(directory: Path, compare: Path | None = None) -> Report:
+    """The report of a results folder; with `compare`, another results folder shown beside it (`evaluate.comparison`)."""
     directory = Path(directory)
     results = read_results(directory)
     page = Page(results, directory / "plots")
@@ -125,6 +127,9 @@ def build_report(directory: Path) -> Report:
     fig4_typology(head, page)
     sections = [line for name, method in method_registry().items() if name in results.config.methods
                 for line in getattr(method, "report", lambda _: [])(page)]
+    if compare is not None:
+        other = read_results(compare)
+        sections += comparison_section(results.config, head, other.config, headline(other), str(compare))
     md = _markdown(page, head, sections)
     (directory / "report.md").write_text(md, encoding="utf-8")
     body = MarkdownIt("commonmark", {"html": False}).enable("table").render(md)  # raw HTML in the Markdown stays text

@@ -179,3 +179,26 @@ def test_an_unknown_prompt_variant_is_a_clear_error(release, toy_dir, tmp_path):
                               "--methods", "meta", "--prompt-variant", "fixed", "--out", str(tmp_path / "out")])
     assert res.exit_code == 1 and "prompt_variant" in res.output and "'paper' or 'corrected'" in res.output
     assert not (tmp_path / "out").exists()
+
+
+def test_two_prompt_variants_are_shown_side_by_side_in_one_report(release, toy_dir, tmp_path):
+    """The same release, meta asked with the paper's prompts and with the corrected ones: `eval report --compare`
+    names the setting that differs and shows each language's headline in both runs and their difference."""
+    outs = {}
+    for variant in ("paper", "corrected"):
+        outs[variant] = tmp_path / variant
+        res = runner.invoke(app, ["eval", "run", "--release", str(release), "--version", VERSION, "--model", str(toy_dir),
+                                  "--methods", "meta", "--langs", "en,ar,ja", "--prompt-variant", variant,
+                                  "--out", str(outs[variant])])
+        assert res.exit_code == 0, res.output
+    res = runner.invoke(app, ["eval", "report", str(outs["corrected"]), "--compare", str(outs["paper"])])
+    assert res.exit_code == 0, res.output
+    report = (outs["corrected"] / "report.md").read_text(encoding="utf-8")
+    section = report[report.index("## Compared with"):]
+    assert "| meta prompts | corrected | paper |" in section
+    heads = {v: {s.lang: s.value for s in read_results(o).scores if (s.variant, s.negative_type) == ("order_averaged", "all")}
+             for v, o in outs.items()}
+    for lang in ("en", "ar", "ja"):
+        this, other = heads["corrected"][lang], heads["paper"][lang]
+        assert f"| meta | {lang} | {this:.3f} | {other:.3f} | {this - other:.3f} |" in section
+    assert heads["corrected"]["en"] == heads["paper"]["en"]  # English has one prompt: the variants ask the same

@@ -114,20 +114,24 @@ def _print_headline(results) -> None:
     out.print(table)
 
 
-def _report(directory: Path) -> None:
+def _report(directory: Path, compare: Path | None = None) -> None:
     from evaluate.report import build_report
 
-    rep = build_report(directory)
+    rep = build_report(directory, compare)
     for name, why in rep.omitted.items():
         err.print(f"[yellow]{name} not drawn:[/yellow] {why}", highlight=False)
     out.print(f"report: {rep.markdown} and {rep.html} ({len(rep.plots)} figures)")
 
 
 @eval_app.command("report")
-def report_cmd(directory: Path = typer.Argument(..., help="The --out folder of `builder eval run`")) -> None:
-    """Write report.md, report.html and plots/ for a results folder."""
+def report_cmd(
+    directory: Path = typer.Argument(..., help="The --out folder of `builder eval run`"),
+    compare: Path | None = typer.Option(None, "--compare", help="Another results folder, shown beside this one: e.g. the "
+                                        "same release run with --prompt-variant corrected"),
+) -> None:
+    """Write report.md, report.html and plots/ for a results folder (with --compare, a section setting it beside another)."""
     try:
-        _report(directory)
+        _report(directory, compare)
     except Exception as exc:  # noqa: BLE001 - any failure ends as one clear line (fail)
         fail(exc)
 
