@@ -33,7 +33,10 @@ import openai
 from builder.llm.config import LLMSettings
 from evaluate.scoring import ProgressFn, ScoringSetup, TokenScores
 
-PROBE = "Monday, Tuesday, Wednesday, Thursday, Friday, Saturday,"  # a text whose continuation a model is sure of
+# Texts whose continuation a model is sure of, tried in turn until one's likely next tokens include one that is text
+# (a model may put its mass on byte tokens, which cannot be appended as text and echoed back as one token).
+PROBES = ("Monday, Tuesday, Wednesday, Thursday, Friday, Saturday,", "one, two, three, four, five, six,",
+          "The cat sat on the", "A")
 ALIGNMENT_TOLERANCE = 0.05  # nats between a token's generated and echoed log-probability (kernels differ)
 
 
@@ -105,14 +108,21 @@ class EndpointScorer:
         right), then the probe with that token appended, echoed: the token's echoed log-probability must be the same."""
         client = self._client()
         try:
-            first = await self._complete(client, self.bos + PROBE, echo=False, logprobs=5)
-            options = (first.choices[0].logprobs.top_logprobs or [None])[0] if first.choices[0].logprobs else None
-            clean = sorted(((v, t) for t, v in (options or {}).items() if t.strip() and "\ufffd" not in t), reverse=True)
-            if not clean:
-                raise EndpointScoringError(f"{self._where()}: its completions carry no top log-probabilities "
-                                           "(logprobs=5); scoring needs log-probabilities")
+            seen_any = False
+            for probe in PROBES:
+                first = await self._complete(client, self.bos + probe, echo=False, logprobs=5)
+                options = (first.choices[0].logprobs.top_logprobs or [None])[0] if first.choices[0].logprobs else None
+                seen_any = seen_any or bool(options)
+                clean = sorted(((v, t) for t, v in (options or {}).items() if t.strip() and "\ufffd" not in t), reverse=True)
+                if clean:
+                    break
+            else:
+                raise EndpointScoringError(
+                    f"{self._where()}: " + ("no text token among the likely next tokens of any probe (logprobs=5)" if seen_any
+                                            else "its completions carry no top log-probabilities (logprobs=5)")
+                    + "; scoring needs log-probabilities of text tokens")
             expected, token = clean[0]
-            prompt = self.bos + PROBE + token
+            prompt = self.bos + probe + token
             reply = await self._complete(client, prompt, echo=True)
         finally:
             await client.close()
@@ -126,11 +136,11 @@ class EndpointScorer:
         at = [i for i, t in enumerate(shown[: len(tokens.logprobs)]) if t == token] or [i for i, t in enumerate(shown) if t == token]
         if not at or choice.logprobs.token_logprobs[at[-1]] is None:
             raise EndpointScoringError(f"{self._where()}: cannot check the alignment of its prompt log-probabilities: "
-                                       f"{token!r} after {PROBE!r} is not echoed as one token")
+                                       f"{token!r} after {probe!r} is not echoed as one token")
         got = choice.logprobs.token_logprobs[at[-1]]
         if abs(got - expected) > ALIGNMENT_TOLERANCE:
             raise EndpointScoringError(
-                f"{self._where()}: its prompt log-probabilities are misaligned: {token!r} after {PROBE!r} has "
+                f"{self._where()}: its prompt log-probabilities are misaligned: {token!r} after {probe!r} has "
                 f"log-probability {expected:.3f} when generated but is echoed at {got:.3f}, so each echoed token "
                 "carries another position's distribution. llama-cpp-python does this when the prompt does not start "
                 "with the model's BOS token: give that token as the endpoint's BOS (e.g. '<|im_start|>' for SmolLM2), "

@@ -47,7 +47,7 @@ import torch
 from sklearn.model_selection import GroupKFold
 from threadpoolctl import threadpool_limits
 
-from evaluate.methods import ALL, Context, EvalOptions, MethodOutput, Score, item_frame, register
+from evaluate.methods import ALL, ITEM_COLUMNS, Context, EvalOptions, MethodOutput, Score, item_frame, register
 from evaluate.models import LoadedModel, random_control
 from evaluate.reporting import EXCLUDED_FROM_TYPOLOGY, Page, joined, plt, table
 from evaluate.scoring import ENCODE_CHUNK, Scorer, length_batches, pad_batch
@@ -247,9 +247,18 @@ class FoldPlan:
         return list(range(start, start + self.k - 1))
 
 
+MIN_GROUPS = 3  # nested cross-validation: an outer fold held out, and at least two inner folds to choose the layer
+
+
+def groups_short(ps: ProbeSet) -> int | None:
+    """The number of sentence groups of a probe set too small for nested cross-validation, else None."""
+    n_groups = len(np.unique(ps.groups))
+    return n_groups if n_groups < MIN_GROUPS else None
+
+
 def fold_plan(ps: ProbeSet, folds: int) -> FoldPlan:
     n_groups = len(np.unique(ps.groups))
-    if n_groups < 3:
+    if n_groups < MIN_GROUPS:
         raise ValueError(f"neuro {ps.lang}/{ps.negative_type}: {n_groups} group(s) of sentences; nested cross-validation "
                          "needs at least 3 (evaluate more pairs, or group folds by pair: --probe-groups pair)")
     k = min(folds, n_groups)
@@ -397,13 +406,22 @@ def probe(store: HiddenStore, ps: ProbeSet, plan: FoldPlan, C: float, model: str
     return ProbeResult(model, ps, f1[:, :k], chosen, f1[chosen, np.arange(k)], held)
 
 
-def probe_language(stores: dict[str, HiddenStore], pairs: pd.DataFrame, opts: EvalOptions, progress=None) -> list[ProbeResult]:
+def probe_language(stores: dict[str, HiddenStore], pairs: pd.DataFrame, opts: EvalOptions,
+                   progress=None) -> tuple[list[ProbeResult], list[dict]]:
     """Every (negative type, model) probe set of one language's pairs, `opts.probe_jobs` at a time, each on one core
-    (a probe set's batched algebra is too small to gain from several); the models share the folds."""
+    (a probe set's batched algebra is too small to gain from several); the models share the folds. A negative type
+    with too few sentence groups for nested cross-validation is left out, with the reason, rather than failing the
+    run: (results, the probe sets left out)."""
     row_of = {tag: store.row_of for tag, store in stores.items()}
     texts = next(iter(stores.values())).texts
-    tasks = []
+    tasks, left_out = [], []
     for ps in probe_sets(pairs, row_of[next(iter(stores))], opts.probe_groups):
+        short = groups_short(ps)
+        if short is not None:
+            left_out.append({"lang": ps.lang, "negative_type": ps.negative_type, "n_pairs": len(ps.pair_index),
+                             "reason": f"{short} group(s) of sentences by {opts.probe_groups}; nested cross-validation "
+                                       f"needs at least {MIN_GROUPS}"})
+            continue
         plan = fold_plan(ps, opts.probe_folds)
         for tag, store in stores.items():
             rows = np.array([row_of[tag][texts[r]] for r in ps.rows], dtype=np.int64)
@@ -421,10 +439,10 @@ def probe_language(stores: dict[str, HiddenStore], pairs: pd.DataFrame, opts: Ev
                     progress(len(results), len(tasks))
     finally:
         torch.set_num_threads(threads)
-    return results
+    return results, left_out
 
 
-def summarise(results: list[ProbeResult], pairs: pd.DataFrame) -> MethodOutput:
+def summarise(results: list[ProbeResult], pairs: pd.DataFrame, left_out: list[dict] | None = None) -> MethodOutput:
     curves = pd.DataFrame([{"lang": r.ps.lang, "negative_type": r.ps.negative_type, "model": r.model, "layer": layer,
                             "f1_mean": float(f.mean()), "f1_std": float(f.std()), "folds": len(f),
                             "n_pairs": len(r.ps.pair_index)} for r in results for layer, f in enumerate(r.layer_f1)])
@@ -435,11 +453,13 @@ def summarise(results: list[ProbeResult], pairs: pd.DataFrame) -> MethodOutput:
                             extra={"peak_layer": r.peak_layer, "chosen_layers": r.chosen.tolist(), "f1_std": float(r.f1.std())}))
         sub = pairs.loc[r.ps.pair_index]
         frames.append(item_frame(sub, "neuro", {r.model: (r.decision[r.ps.pair_samples[:, 0]], r.decision[r.ps.pair_samples[:, 1]])}))
-    for (tag, lang), grp in pd.DataFrame([s.model_dump() for s in scores]).groupby(["variant", "lang"]):
+    for (tag, lang), grp in pd.DataFrame([s.model_dump() for s in scores], columns=list(Score.model_fields)).groupby(["variant", "lang"]):
         scores.append(Score(method="neuro", variant=tag, lang=lang, negative_type=ALL, metric="f1",
                             value=float(grp["value"].mean()), n=int(grp["n"].sum()),
                             extra={"peak_layer": float(np.mean([e["peak_layer"] for e in grp["extra"]]))}))
-    return MethodOutput(pd.concat(frames, ignore_index=True), scores, {"probes": curves})
+    items = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=list(ITEM_COLUMNS))
+    skipped = pd.DataFrame(left_out or [], columns=["lang", "negative_type", "n_pairs", "reason"])
+    return MethodOutput(items, scores, {"probes": curves, "probes_left_out": skipped})
 
 
 def fig5_layers(probes: pd.DataFrame | None, page: Page) -> None:
@@ -490,7 +510,7 @@ class Neuro:
 
     def run(self, ctx: Context, pairs: pd.DataFrame) -> MethodOutput:
         """Language by language, so the disk holds one language's hidden states at a time."""
-        pooling, results = ctx.options.probe_pooling, []
+        pooling, results, left_out = ctx.options.probe_pooling, [], []
         models = {"probe": ctx.loaded, "control": random_control(ctx.loaded, ctx.options.control_seed)}
         try:
             for lang, sub in pairs.groupby("lang", sort=True):
@@ -498,26 +518,34 @@ class Neuro:
                 where = ctx.work_dir / "hidden" / lang
                 stores = extract_hidden(models, ctx.scorer, texts, where, pooling=pooling,
                                         progress=lambda d, t, lang=lang: ctx.progress(f"neuro {lang}: hidden states", d, t))
-                results += probe_language(stores, sub, ctx.options, lambda d, t, lang=lang: ctx.progress(f"neuro {lang}: probes", d, t))
+                done, short = probe_language(stores, sub, ctx.options,
+                                             lambda d, t, lang=lang: ctx.progress(f"neuro {lang}: probes", d, t))
+                results, left_out = results + done, left_out + short
                 shutil.rmtree(where)
         finally:
             del models  # the control's weights are not needed beyond this method
             _release_memory()
-        return summarise(results, pairs)
+        return summarise(results, pairs, left_out)
 
     def report(self, page: Page) -> list[str]:
         fig5_layers(page.results.tables.get("probes"), page)
         fig6_peak_layer(page)
         sf = page.scores
         best = sf[(sf["method"] == self.name) & (sf["negative_type"] == ALL)]
-        if best.empty:
+        left_out = page.results.tables.get("probes_left_out")
+        if best.empty and (left_out is None or left_out.empty):
             return []
-        return ["## Neuro: probe F1 at the layer chosen by nested cross-validation, model against its randomly "
-                "initialised control", "",
-                "For each outer fold the layer is chosen on the other folds, and the F1 is measured on the outer fold "
-                "(never on the folds that chose it); the layer curves of Figure 5 are every layer's plain cross-validated "
-                "F1, descriptive only.", "",
-                table(best.pivot(index="lang", columns="variant", values="value").reset_index()), ""]
+        lines = ["## Neuro: probe F1 at the layer chosen by nested cross-validation, model against its randomly "
+                 "initialised control", "",
+                 "For each outer fold the layer is chosen on the other folds, and the F1 is measured on the outer fold "
+                 "(never on the folds that chose it); the layer curves of Figure 5 are every layer's plain cross-validated "
+                 "F1, descriptive only.", ""]
+        if not best.empty:
+            lines += [table(best.pivot(index="lang", columns="variant", values="value").reset_index()), ""]
+        if left_out is not None and not left_out.empty:
+            lines += ["Not probed (too few sentence groups; `--probe-groups pair` groups folds by pair instead):", "",
+                      table(left_out), ""]
+        return lines
 
 
 try:

@@ -117,15 +117,19 @@ def test_a_negative_the_judge_calls_true_is_flagged_with_its_reason_and_blocks_t
     ws = sample_ws
     server.lexicon.judgements[("en", "A wardrobe is used for storing books.")] = "Many people keep books in a wardrobe."
     run(ws, server, generate, ["en"], BOOKS)
-    calls = server.stats.calls
+
+    def sent() -> int:  # requests of the stages, not the client's one probe of the endpoint's structured outputs
+        return server.stats.calls - server.stats.probes
+
+    calls = sent()
     summary = run(ws, server, audit, ["en"], BOOKS)
     wardrobe = pair_id(BOOKS, "bookcase", "wardrobe")
     assert flags(ws, "judge") == {(wardrobe, "en"): "the judge says 'wardrobe' may have the property: "
                                                     "Many people keep books in a wardrobe."}
     assert summary.judged == {"en": 4} and summary.findings["en"]["judge"] == 1
-    assert server.stats.calls == calls + 1  # one request for the concept-property's four negatives
+    assert sent() == calls + 1  # one request for the concept-property's four negatives
     run(ws, server, audit, ["en"], BOOKS)
-    assert server.stats.calls == calls + 1  # cached: a re-run costs nothing
+    assert sent() == calls + 1  # cached: a re-run costs nothing
     with pytest.raises(ReleaseCheckError, match="pair audits") as exc:
         publish(ws, PublishRequest(target=tmp_path / "r", version="0.1.0"))
     assert f"en {wardrobe}: the judge says 'wardrobe' may have the property" in str(exc.value)

@@ -105,3 +105,10 @@ def test_a_new_language_declared_once_goes_through_every_stage_into_a_release_an
     assert set(pd.read_csv(out / "plots" / "fig6_peak_layer.csv")["typology"]) == {"agglutinative"}
     for figure in ("fig2_heatmaps", "fig5_layers"):
         assert set(pd.read_csv(out / "plots" / f"{figure}.csv")["lang"]) == {"en", "sw"}, figure
+    # A negative type with too few concepts for nested cross-validation is left out of neuro, with the reason.
+    left_out = pd.read_parquet(out / "probes_left_out.parquet")
+    assert len(left_out) > 0  # the two-language release is that small
+    probed = {(s["lang"], s["negative_type"]) for s in summary["scores"] if s["method"] == "neuro" and s["negative_type"] != "all"}
+    assert not set(zip(left_out["lang"], left_out["negative_type"])) & probed
+    for r in left_out.itertuples():
+        assert f"| {r.lang} | {r.negative_type} | {r.n_pairs} | " in report and "nested cross-validation needs at least 3" in r.reason
