@@ -52,20 +52,23 @@ from pathlib import Path
 
 CONCEPTS, PROPERTIES, GROUPS = 521, 3_600, 12_335  # 4 negatives a group: 49,340 pairs at size 1
 PUSHED = "fr"  # the language whose sentence reviews go through Label Studio
-TEAM_SERVER = "http://label-studio.example.org"  # where the other languages' sentences were reviewed
+TEAM_SERVER = "org:1@2026-01-05T09:00:00"  # the identity of the team's server where the other languages were reviewed
 SYLLABLES = ("ka", "lo", "mi", "ru", "te", "za", "po", "ne", "vi", "su", "da", "fe", "go", "hu", "ji", "ba")
+PROPERTY_SYLLABLES = ("bo", "ci", "de", "fa", "gu", "hi", "jo", "ku", "la", "me", "ni", "pu", "ra", "so", "ti", "vu")
 STAGES = ("status", "push", "pull", "review_status", "publish", "republish", "load", "diff", "direct")
 FLAG = 1.3
 MAX_NEGATIVE_OFFSET = 12  # how far (in concepts) seed_files puts a negative from its acceptable concept
 
 
-def word(i: int) -> str:
-    """A made-up English word for each number: its digits in base 16 written as syllables (two at least)."""
-    i, out = i + len(SYLLABLES), ""
-    while i:
-        i, r = divmod(i, len(SYLLABLES))
-        out = SYLLABLES[r] + out
-    return out
+def word(i: int, syllables: tuple[str, ...] = SYLLABLES, width: int = 3) -> str:
+    """A made-up word for each number: its digits in base 16 written as syllables, `width` of them. Concepts take
+    `SYLLABLES`, three each, and property words `PROPERTY_SYLLABLES`, four each: all of one kind are as long, and no
+    word is part of another, so the pair audits' occurrence check finds nothing to flag in any script."""
+    out = []
+    for _ in range(width):
+        i, r = divmod(i, len(syllables))
+        out.append(syllables[r])
+    return "".join(reversed(out))
 
 
 def shape(size: float) -> tuple[int, int, int]:
@@ -83,7 +86,7 @@ def seed_files(folder: Path, size: float) -> None:
     """COMPS-format pairs, concept categories, and German and Chinese expert seeds for every word."""
     n_c, n_p, n_g = shape(size)
     concepts = [word(i) for i in range(n_c)]
-    props = [f"can {word(3 * i + 1)} the {word(3 * i + 2)}" for i in range(n_p)]
+    props = [f"can {word(2 * i, PROPERTY_SYLLABLES, 4)} the {word(2 * i + 1, PROPERTY_SYLLABLES, 4)}" for i in range(n_p)]
     types = ("taxonomic", "overlap", "co-occurrence", "random")
     folder.mkdir(parents=True)
     with (folder / "comps.jsonl").open("w", encoding="utf-8") as f:
@@ -185,12 +188,12 @@ def synthesise(directory: Path, size: float) -> dict:
     for number, lang in enumerate(langs):
         if lang == PUSHED:
             continue
-        remember_project(ws, ReviewProject(stage="sentences", lang=lang, project_id=number + 1, url=TEAM_SERVER,
+        remember_project(ws, ReviewProject(stage="sentences", lang=lang, project_id=number + 1, server=TEAM_SERVER,
                                            title=f"[sentences:{lang}] {reg[lang].name} review"))
         reviews, sentences = [], []
         for pair_id, sp in current_pairs(ws, lang).items():
             annotation_id += 1
-            key = {"annotation_id": annotation_id, "url": TEAM_SERVER}
+            key = {"annotation_id": annotation_id, "server": TEAM_SERVER}
             reviews.append({**key, "stage": "sentences", "lang": lang, "item_id": pair_id, "proposal_id": None,
                             "task_id": annotation_id, "decision": "accept", "comment": "", "reviewer": f"curator-{lang}@example.org",
                             "final_text": f"{sp['acceptable']}\n{sp['unacceptable']}", "cancelled": False, "lead_time_s": 9.5,
@@ -285,7 +288,7 @@ def _pull(ws, root, ls_server):
 
     conn = ls_server.connect(root / "ws")
     ls = client(conn)
-    ls.projects.delete(id=review_project(ws, "sentences", PUSHED, conn.url).project_id)
+    ls.projects.delete(id=review_project(ws, "sentences", PUSHED, conn.server).project_id)
     pid = ensure_project(ws, ls, conn, "sentences", PUSHED)  # the pushed project is gone: a new one, remembered
     decision = {"from_name": "decision", "to_name": DECISION_TARGET["sentences"], "type": "choices",
                 "value": {"choices": ["accept"]}}
