@@ -93,8 +93,10 @@ def assemble(tables: dict[str, dict[str, Decisions]], run_to_run: dict[str, tupl
 
 
 def sampled_runs(ctx: Context, pairs: pd.DataFrame) -> tuple[dict[str, tuple[Decisions, Decisions]], str]:
-    """The acceptable-first meta prompts answered twice, sampled with seeds 1 and 2; per language, and what was compared."""
-    templates = {c: lang.meta_prompt for c, lang in ctx.languages.items() if lang.meta_prompt}
+    """The acceptable-first meta prompts (of the run's prompt variant) answered twice, sampled with seeds 1 and 2; per
+    language, and what was compared."""
+    variant = ctx.options.prompt_variant
+    templates = {c: lang.prompt(variant) for c, lang in ctx.languages.items() if lang.prompt(variant)}
     first = meta_prompts(pairs, templates)["acceptable_first"]
     t = ctx.options.sample_temperature
     runs = [ask(ctx, pairs, first, stage=f"consistency: sampled run (seed {seed})", temperature=t, seed=seed)[1]

@@ -8,11 +8,14 @@ import numpy as np
 import pandas as pd
 import pytest
 from conftest import settings_for
-from generative_fixtures import learnt_tests, report_row
+from generative_fixtures import VERSION, learnt_tests, report_row
+from sqlalchemy import select
 
 from builder.llm.cache import LLMCache
 from builder.llm.client import LLMClient, LLMError, Request
+from builder.workspace import schema as t
 from evaluate.consistency import ORDER, assemble, decisions
+from evaluate.data import load_release
 from evaluate.methods import EvalOptions, resolve
 from evaluate.models import load_model, random_control
 from evaluate.report import build_report
@@ -329,3 +332,23 @@ def test_local_toy_runs_every_method_and_beats_its_untrained_control(subset, tau
 ])
 def test_a_translation_is_the_first_line_unwrapped_only_where_quotes_wrap_it(reply, expected):
     assert clean_translation(reply) == expected
+
+
+@pytest.mark.parametrize("variant", ["paper", "corrected"])
+def test_the_sampled_runs_ask_the_meta_prompts_of_the_runs_variant(m2c_release, server, tmp_path, variant):
+    """The run-to-run baseline asks what meta asks: with --prompt-variant corrected, Arabic's corrected prompt."""
+    data = load_release(m2c_release, VERSION, ["ar"])
+    pairs = data.pairs[data.pairs["pair_id"].isin(sorted(data.pairs["pair_id"].unique())[:3])].reset_index(drop=True)
+    out = tmp_path / "out"
+    run_evaluation(pairs, data.dataset, None, resolve("consistency"), out, EvalOptions(prompt_variant=variant),
+                   endpoint=settings_for(server, model="standin-chat"))
+    template = {lang.code: lang for lang in data.dataset.languages}["ar"].prompt(variant)
+    cache = LLMCache.open(out / "llm-cache.sqlite")
+    with cache.engine.connect() as conn:
+        asked = [r.request["messages"][-1]["content"] for r in conn.execute(
+            select(t.llm_cache.c.request).join(t.llm_calls, t.llm_calls.c.id == t.llm_cache.c.llm_call_id)
+            .where(t.llm_calls.c.stage.like("consistency: sampled run%")))]
+    cache.close()
+    expected = {template.format(property=r.property, word1=r.acceptable_concept, word2=r.unacceptable_concept)
+                for r in pairs.itertuples()}
+    assert len(asked) == 2 * len(pairs) and set(asked) == expected

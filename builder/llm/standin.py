@@ -43,7 +43,8 @@ _IDS = re.compile(r"\b[cpxl]_[0-9a-f]{12}\b")
 _TRANSLATE = re.compile(r"^(?:Please translate the following text into |Bitte übersetze den folgenden Text ins |请将下面的文字翻译成)"
                         r"(.+?): “(.*)”$", re.S)
 _OPTION = re.compile(r"^.* ([AB]): “(.*)”$", re.M)
-_QUOTED = re.compile(r'"([^"]*)"')
+_QUOTED = re.compile(r'"([^"]*)"|«([^»]*)»|「([^」]*)」|“([^”]*)”')  # the quotes of every declared meta prompt
+_OPENING_QUOTES = ('"', "«", "「", "“")  # a meta prompt ends with the answer's opening quote
 _LABELLED = re.compile(r"^[^:：\n]+[:：]\s?(.*)$")
 
 
@@ -185,8 +186,8 @@ class Lexicon:
             if prompt.strip().splitlines()[0] in self.misread:
                 letter = "B" if letter == "A" else "A"
             return f"{letter}."
-        quoted = _QUOTED.findall(prompt)
-        if prompt.rstrip().endswith('"') and len(quoted) >= 3:
+        quoted = [m.group(m.lastindex) for m in _QUOTED.finditer(prompt)]
+        if prompt.rstrip().endswith(_OPENING_QUOTES) and len(quoted) >= 3:
             prop, word1, word2 = quoted[:3]
             if prop in self.unsure:
                 return "I cannot tell."
