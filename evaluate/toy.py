@@ -42,7 +42,7 @@ def sample_pairs() -> pd.DataFrame:
             "acceptable_concept": c["acceptable_concept"], "unacceptable_concept": c["unacceptable_concept"],
             "acceptable_concept_en": c["acceptable_concept"], "unacceptable_concept_en": c["unacceptable_concept"],
             "category": category.get(c["acceptable_concept"], ""), "negative_type": c["negative_sample_type"],
-            "similarity": c["similarity"], "acceptable_sentence": acc, "unacceptable_sentence": unacc,
+            "similarity": c.get("similarity"), "acceptable_sentence": acc, "unacceptable_sentence": unacc,  # similarity: the audits compute it
             "property_span": list(span), "acceptable_concept_span": list(acc_span),
             "unacceptable_concept_span": list(unacc_span), "review_status": "source", "n_reviewers": 0, "corrected": False,
         })

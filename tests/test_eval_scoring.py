@@ -358,3 +358,15 @@ def test_the_control_is_rebuilt_identically_for_each_language(toy):
     assert all(torch.equal(pa[k], pb[k]) for k in pa)
     assert not all(torch.equal(pa[k], po[k]) for k in pa)
     assert not all(torch.equal(pa[k], p) for k, p in toy.model.named_parameters())
+
+
+def test_the_bundled_sample_gives_release_rows_for_the_benchmarks():
+    """bench/direct_scoring.py scores these: every release column, one row per pair of the bundled seeds."""
+    from builder.releases.features import PAIR_FEATURES
+    from evaluate.toy import sample_pairs
+
+    pairs = sample_pairs()
+    assert list(pairs.columns) == list(PAIR_FEATURES) and len(pairs) == 423 and set(pairs["lang"]) == {"en"}
+    first = pairs.iloc[0]
+    start, end = first["acceptable_concept_span"]
+    assert first["acceptable_sentence"][start:end].lower() == first["acceptable_concept"]
