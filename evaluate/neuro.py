@@ -54,7 +54,7 @@ from evaluate.scoring import ENCODE_CHUNK, Scorer, length_batches, pad_batch
 
 CHUNK_BYTES = 1 << 20  # working buffers of reads stay this small
 CPU_EXTRACT_BYTES = 64 << 20  # activations of one extraction batch on a CPU, where they share memory with everything
-PROBE_BYTES = 256 << 20  # working tensors of the probes solved at once
+PROBE_BYTES = 64 << 20  # working tensors of the probes solved at once (per probe job)
 NEWTON_STEPS = 100
 NEWTON_TOL = 1e-9  # on the largest gradient entry, relative to the summed sample weights
 
@@ -389,15 +389,18 @@ class ProbeResult:
 
 def probe(store: HiddenStore, ps: ProbeSet, plan: FoldPlan, C: float, model: str) -> ProbeResult:
     """Every layer's and fold's probe on one probe set, and the layer choice by nested cross-validation. Outer and
-    inner fits are solved apart (their training rows differ in number), layers a few at a time, as many as
-    `PROBE_BYTES` of working tensors hold."""
+    inner fits are solved apart (their training rows differ in number), in groups of fits and of layers as large as
+    `PROBE_BYTES` of working tensors hold, so that memory stays bounded however many samples a set has."""
     n, k = len(ps.labels), plan.k
-    per_layer = 8 * len(plan.train) * n * (store.hidden + 6 * (min(n, store.hidden) + 1))
-    chunk = max(1, PROBE_BYTES // per_layer)
-    decision = np.concatenate([
-        np.concatenate([probe_decisions([store.read(layer, ps.rows) for layer in range(lo, min(lo + chunk, store.n_layers))],
-                                        plan.train[fits], ps.labels, ps.weights, C) for fits in (slice(0, k), slice(k, None))], 1)
-        for lo in range(0, store.n_layers, chunk)])  # [layers, fits, n]
+    per_fit = 8 * n * (store.hidden + 6 * (min(n, store.hidden) + 1))  # one fit's working tensors at one layer
+    size = max(1, PROBE_BYTES // per_fit)
+    groups = [np.arange(a, min(a + size, end)) for start, end in ((0, k), (k, len(plan.train))) for a in range(start, end, size)]
+    at_once = max(1, PROBE_BYTES // (per_fit * max(map(len, groups))))
+    decision = []
+    for lo in range(0, store.n_layers, at_once):
+        layers = [store.read(layer, ps.rows) for layer in range(lo, min(lo + at_once, store.n_layers))]
+        decision.append(np.concatenate([probe_decisions(layers, plan.train[g], ps.labels, ps.weights, C) for g in groups], 1))
+    decision = np.concatenate(decision)  # [layers, fits, n]
     f1 = weighted_f1(decision, ps.labels, ps.weights, plan.held_out)  # [layers, fits]
     chosen = np.array([int(np.argmax(f1[:, plan.inner(o)].mean(1))) for o in range(k)])
     held = np.zeros(n)
