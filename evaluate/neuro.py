@@ -257,11 +257,11 @@ def groups_short(ps: ProbeSet) -> int | None:
 
 
 def fold_plan(ps: ProbeSet, folds: int) -> FoldPlan:
-    n_groups = len(np.unique(ps.groups))
-    if n_groups < MIN_GROUPS:
-        raise ValueError(f"neuro {ps.lang}/{ps.negative_type}: {n_groups} group(s) of sentences; nested cross-validation "
-                         "needs at least 3 (evaluate more pairs, or group folds by pair: --probe-groups pair)")
-    k = min(folds, n_groups)
+    short = groups_short(ps)
+    if short is not None:
+        raise ValueError(f"neuro {ps.lang}/{ps.negative_type}: {short} group(s) of sentences; nested cross-validation "
+                         f"needs at least {MIN_GROUPS} (evaluate more pairs, or group folds by pair: --probe-groups pair)")
+    k = min(folds, len(np.unique(ps.groups)))
     fold = np.empty(len(ps.labels), dtype=np.int64)
     for o, (_, test) in enumerate(GroupKFold(n_splits=k).split(np.zeros((len(fold), 1)), ps.labels, ps.groups)):
         fold[test] = o

@@ -40,6 +40,7 @@ from builder.releases.waivers import waive
 from builder.selection import Scope
 from builder.workspace import schema as t
 from builder.workspace.store import now
+from evaluate.parity import ensure_environment
 
 pytest_plugins = ["release_fixtures"]
 
@@ -438,14 +439,13 @@ print(json.dumps({"groups": sorted(loaded["groups"]), "docs": {n: list(t.test_do
 def test_lm_eval_itself_runs_the_moved_export_from_another_folder(demo_ws, tmp_path):
     """The exported folder as lm-evaluation-harness reads it (in the reference scorers' own environment: lm-eval's
     dependency `evaluate` shadows ours): the group, and each task's test documents."""
-    parity = pytest.importorskip("evaluate.parity", reason="the environment with lm-eval comes with evaluate.parity")
     target = tmp_path / "releases"
     publish(demo_ws, PublishRequest(target=target, version="1.0.0"))
     export_lm_eval(target, "1.0.0", tmp_path / "tasks")
     moved = tmp_path / "moved"
     (tmp_path / "tasks").rename(moved)
     (tmp_path / "cwd").mkdir()
-    done = subprocess.run([str(parity.ensure_environment(log=lambda *a: None)), "-c", LM_EVAL_DOCS, str(moved)],
+    done = subprocess.run([str(ensure_environment(log=lambda *a: None)), "-c", LM_EVAL_DOCS, str(moved)],
                           cwd=tmp_path / "cwd", capture_output=True, text=True, timeout=600,
                           env={**os.environ, "HF_DATASETS_CACHE": str(tmp_path / "hf-cache"), "HF_DATASETS_OFFLINE": "1"})
     assert done.returncode == 0, done.stderr[-2000:]
