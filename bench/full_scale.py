@@ -1,8 +1,9 @@
 """Benchmark: every stage on a COMPS-size workspace, and how each grows from a tenth of that size.
 
 The workspace (size 1: COMPS's 521 concepts, 3,600 properties, 12,335 concept-property groups with one
-negative of each of the four types: 49,340 pairs, in the 17 XCOMPS languages and English) is built as a
-team builds it, through the library wherever that is fast enough:
+negative of each of the four types: 49,340 pairs, in the 17 XCOMPS languages and English; a property's groups
+use disjoint concepts, so each sentence is in one group and the unique sentences, 5 a group, grow as the pairs do)
+is built as a team builds it, through the library wherever that is fast enough:
 - seeds: `import_seeds` of COMPS-format files (pairs, categories, German and Chinese expert seeds);
 - proposals: `translate` of the 15 other languages against the OpenAI-compatible stand-in (real HTTP,
   the real client and cache); reviews and verified words: `builder.reviews.accept`;
@@ -33,7 +34,7 @@ Each stage gives its wall time and its peak memory: the highest resident memory 
 the process held when the stage began (Label Studio's own memory is its server's). The whole run is made
 at a tenth of the size and at the full size; growth is the full size's figure over the tenth's, divided
 by their ratio of pairs: 1.00 is linear, and a stage above 1.3 is flagged. It takes about an hour on two
-idle cores (`--sizes 0.03,0.06` gives a quick look).
+idle cores (`--sizes 0.1,0.2` gives a quick look).
 Ends with one line: BENCH full_scale key=value ...
 """
 
@@ -57,7 +58,7 @@ SYLLABLES = ("ka", "lo", "mi", "ru", "te", "za", "po", "ne", "vi", "su", "da", "
 PROPERTY_SYLLABLES = ("bo", "ci", "de", "fa", "gu", "hi", "jo", "ku", "la", "me", "ni", "pu", "ra", "so", "ti", "vu")
 STAGES = ("status", "push", "pull", "review_status", "publish", "republish", "load", "diff", "direct")
 FLAG = 1.3
-MAX_NEGATIVE_OFFSET = 12  # how far (in concepts) seed_files puts a negative from its acceptable concept
+WINDOW = 13  # the concepts a group's sentences use: its acceptable one and its negatives, 1 to 12 concepts on
 
 
 def word(i: int, syllables: tuple[str, ...] = SYLLABLES, width: int = 3) -> str:
@@ -72,11 +73,11 @@ def word(i: int, syllables: tuple[str, ...] = SYLLABLES, width: int = 3) -> str:
 
 
 def shape(size: float) -> tuple[int, int, int]:
-    n_c = round(CONCEPTS * size)
-    if n_c <= MAX_NEGATIVE_OFFSET:  # a negative would wrap round to its own acceptable concept
-        raise SystemExit(f"size {size} gives {n_c} concepts; a negative is up to {MAX_NEGATIVE_OFFSET} concepts away "
-                         f"from its acceptable one, so the size must be at least {(MAX_NEGATIVE_OFFSET + 1) / CONCEPTS:.3f}")
-    return n_c, round(PROPERTIES * size), round(GROUPS * size)
+    n_c, n_p, n_g = round(CONCEPTS * size), round(PROPERTIES * size), round(GROUPS * size)
+    if n_c < WINDOW * -(-n_g // n_p):
+        raise SystemExit(f"size {size} gives {n_c} concepts; each property's {-(-n_g // n_p)} groups take {WINDOW} concepts "
+                         f"each, apart, so the size must be at least {WINDOW * -(-GROUPS // PROPERTIES) / CONCEPTS:.3f}")
+    return n_c, n_p, n_g
 
 
 # -- the workspace ------------------------------------------------------------------------------------------
@@ -92,9 +93,9 @@ def seed_files(folder: Path, size: float) -> None:
     with (folder / "comps.jsonl").open("w", encoding="utf-8") as f:
         for g in range(n_g):
             p, k = g % n_p, g // n_p
-            a = (7 * p + 131 * k) % n_c
+            a = (7 * p + WINDOW * k) % n_c  # a property's groups have windows apart: every sentence is in one group only
             for j, neg in enumerate(types):
-                u = (a + 1 + j + 4 * (p % 3)) % n_c  # 1 to MAX_NEGATIVE_OFFSET concepts on
+                u = (a + 1 + j + 4 * (p % 3)) % n_c  # within the window
                 f.write(json.dumps({"property": props[p], "acceptable_concept": concepts[a], "unacceptable_concept": concepts[u],
                                     "negative_sample_type": neg, "prefix_acceptable": f"a {concepts[a]}",
                                     "prefix_unacceptable": f"a {concepts[u]}", "property_phrase": f"{props[p]}.",
@@ -413,7 +414,7 @@ if __name__ == "__main__":
         print(json.dumps(change(Path(sys.argv[2]) / "ws")))
     elif sys.argv[1:2] == ["--stage"]:
         print(json.dumps(stage(sys.argv[2], Path(sys.argv[3]))))
-    elif sys.argv[1:2] == ["--sizes"]:  # a quick look at smaller sizes: --sizes 0.03,0.06
+    elif sys.argv[1:2] == ["--sizes"]:  # a quick look at smaller sizes: --sizes 0.1,0.2
         main(tuple(map(float, sys.argv[2].split(","))))
     else:
         main()
