@@ -9,7 +9,10 @@ Then the unique sentences are scored by the platform's `Scorer` alone, and by lm
 `HFLM.loglikelihood` and minicons's `sequence_score` (with BOS, summed) in their own environment
 (`evaluate.parity`), each on the same sentences, batch size, threads and BOS, set-up untimed; the
 speed-ups are their seconds over ours, and the largest difference in nats is reported with the
-number of differing decisions. The machine's load average is printed: other work on it slows
+number of differing decisions. Beside them, the work ratio: lm-eval's multiply-adds of the weights
+over ours (its padded positions through the decoder and the whole output layer; ours through the
+decoder, and the output layer once per distinct prefix). Scoring is compute-bound on a CPU, so the
+work ratio is about the speed-up two equally efficient implementations would show. The machine's load average is printed: other work on it slows
 every timing alike. Ends with one line: BENCH real_model key=value ...
 """
 
@@ -57,7 +60,7 @@ def child(release: Path, out: Path) -> None:
     from evaluate.methods import resolve
     from evaluate.models import load_model
     from evaluate.run import run_evaluation
-    from evaluate.scoring import Scorer
+    from evaluate.scoring import Scorer, Work, length_batches
 
     torch.set_num_threads(THREADS)
     data = load_release(release, "1.0.0")
@@ -72,11 +75,18 @@ def child(release: Path, out: Path) -> None:
     sentences = list(dict.fromkeys([*pairs["acceptable_sentence"], *pairs["unacceptable_sentence"]]))
     scorer = Scorer(loaded)
     scorer.score([("", sentences[0])])  # its probes of the model, as the tools' set-up, untimed
+    scorer.work = Work()
     started = time.perf_counter()
     scored = scorer.score([("", s) for s in sentences])
     direct_s = time.perf_counter() - started
+    body, head = scorer.split
+    lengths = [len(scorer.prefix()) + len(t.ids) - 1 for t in scorer.tokenize([("", s) for s in sentences])]
+    work = {"ours_positions": scorer.work.positions, "ours_output_rows": scorer.work.output_rows,
+            "lm_eval_positions": sum(len(b) * lengths[b[0]] for b in length_batches(lengths, loaded.info.batch_size)),
+            "decoder_madds": sum(p.numel() for p in body.parameters()) - body.get_input_embeddings().weight.numel(),
+            "head_madds": head.weight.numel()}
     print(json.dumps({"wall_s": wall, "load_s": loaded_s, "methods_s": seconds, "peak_kib": peak, "direct_alone_s": direct_s,
-                      "batch_size": loaded.info.batch_size, "bos_token": scorer.setup.bos_token, "bos_id": scorer.bos_id,
+                      "batch_size": loaded.info.batch_size, "work": work, "bos_token": scorer.setup.bos_token, "bos_id": scorer.bos_id,
                       "sentences": sentences, "scores": [float(scored[("", s)].logprobs.astype("float64").sum())
                                                          for s in sentences]}))
 
@@ -118,6 +128,11 @@ def main() -> None:
         print(f"{name}: {t['seconds']:.1f} s, max |d| {p.max_abs_diff:.1e} nats, {p.decisions_differing} of {p.n_pairs} "
               "decisions differ", flush=True)
     speed = {name: t["seconds"] / r["direct_alone_s"] for name, t in tools.items()}
+    w = r["work"]  # lm-eval's positions run the decoder and the whole output layer; ours, the output layer once a prefix
+    ours = w["ours_positions"] * w["decoder_madds"] + w["ours_output_rows"] * w["head_madds"]
+    work_ratio = w["lm_eval_positions"] * (w["decoder_madds"] + w["head_madds"]) / ours
+    print(f"work: ours {w['ours_positions']} decoder positions and {w['ours_output_rows']} output-layer rows, lm-eval "
+          f"{w['lm_eval_positions']} of both: lm-eval does {work_ratio:.2f}x our weights' multiply-adds", flush=True)
     print(f"BENCH real_model pairs={len(pairs)} sentences={len(sentences)} methods={'+'.join(METHODS)} threads={THREADS} "
           + " ".join(f"{m}_s={s:.1f}" for m, s in r["methods_s"].items())
           + f" direct_alone_s={r['direct_alone_s']:.1f} lm_eval_s={tools['lm_eval']['seconds']:.1f} "
@@ -126,6 +141,7 @@ def main() -> None:
           f"decisions_differing={parity['lm_eval'].decisions_differing + parity['minicons'].decisions_differing} "
           f"load_average={os.getloadavg()[0]:.1f} wall_s={r['wall_s']:.1f} target_wall_s={TARGET_WALL_S} "
           f"speedup_vs_lm_eval={speed['lm_eval']:.2f} speedup_vs_minicons={speed['minicons']:.2f} "
+          f"work_ratio_vs_lm_eval={work_ratio:.2f} "
           f"peak_mib={r['peak_kib'] / 1024:.0f} target_peak_mib={TARGET_PEAK_MIB}")
 
 

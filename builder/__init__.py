@@ -6,5 +6,5 @@ __version__ = "0.1.0"
 __all__ = [
     "agreement", "audits", "cli", "default_model", "environments", "flags", "generate", "integrity",
     "languages", "llm", "m2c", "paths", "prompts", "records", "releases", "reviews", "runner", "seeds",
-    "selection", "status", "textdiff", "translate", "version", "workspace"
+    "progress", "selection", "status", "textdiff", "translate", "version", "workspace"
 ]

@@ -7,12 +7,12 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from rich import progress as bars
 from rich.console import Console
 
 from builder.llm.cache import LLMCache
 from builder.llm.client import LLMClient, Plan, Stats
 from builder.llm.config import LLMSettings
+from builder.progress import progress
 from builder.workspace.store import Workspace
 
 Progress = Callable[[str, int, int], None]  # (lang, done, total)
@@ -41,19 +41,8 @@ def run_stage(
         client = LLMClient(LLMCache.of_workspace(ws), settings)
         try:
             collected = await client.collect_batches() if settings.batch else {}
-            with bars.Progress(
-                bars.TextColumn("[bold]{task.description}"), bars.BarColumn(), bars.MofNCompleteColumn(),
-                bars.TimeElapsedColumn(),
-                console=console, transient=False, disable=settings.dry_run,
-            ) as bar:
-                tasks: dict[str, int] = {}
-
-                def progress(lang: str, done: int, total: int) -> None:
-                    if lang not in tasks:
-                        tasks[lang] = bar.add_task(f"{stage} {lang}", total=max(total, 1))
-                    bar.update(tasks[lang], completed=done if total else 1, total=max(total, 1))
-
-                result = await work(client, progress)
+            with progress(console, disable=settings.dry_run) as show:
+                result = await work(client, lambda lang, done, total: show(f"{stage} {lang}", done, total))
             batch_id = await client.submit_batch(stage) if settings.batch else None
             return StageRun(result, client.stats, client.plan if settings.dry_run or settings.batch else None, batch_id, collected,
                             client.mode)

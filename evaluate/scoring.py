@@ -298,9 +298,19 @@ def decoded_offsets(tokenizer, ids: list[int]) -> np.ndarray:
     return np.array([[0, *ends[:-1]], ends], dtype=np.int64).reshape(2, -1)
 
 
+@dataclass
+class Work:
+    """What scoring has run so far: decoder positions (padding included) and output-layer rows (normalisers, or
+    every position when scored from full logits). Their multiply-adds are what a scorer can save."""
+
+    positions: int = 0
+    output_rows: int = 0
+
+
 class Scorer:
     def __init__(self, loaded: LoadedModel, bos_policy: BosPolicy = "auto") -> None:
         self.loaded = loaded
+        self.work = Work()
         self.bos_setup, self.bos_id = resolve_bos(bos_policy, loaded.tokenizer)
         tok = loaded.tokenizer
         self.pad_id = tok.pad_token_id if tok.pad_token_id is not None else (tok.eos_token_id or 0)
@@ -390,6 +400,8 @@ class Scorer:
         for batch in length_batches([len(r.tokens) for r in rows], batch_size, batch_size * ROW_TOKENS):
             states = self._forward([rows[b] for b in batch], packed=self.packs)
             width = states.shape[1]
+            self.work.positions += len(batch) * width
+            self.work.output_rows += 0 if self.head is not None else len(batch) * width
             members = [(k, i, path[starts[i] :]) for k, b in enumerate(batch) for i, path in rows[b].paths.items()
                        if unique[i] not in out]
             if not members:
@@ -442,6 +454,7 @@ class Scorer:
             logit = in_chunks(lambda part: target_logits(rows[part], head, goal[part]), len(at), per_target)
             met, first = np.unique(prefixes, return_index=True)
             first = first[np.isnan(norms[met])]  # each new prefix's first position
+            self.work.output_rows += len(first) if head is not None else 0
             new = torch.as_tensor(first, device=states.device)
             for i in range(0, len(first), step):
                 chunk = rows[new[i : i + step]]

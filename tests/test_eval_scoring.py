@@ -61,6 +61,9 @@ def test_batched_scores_equal_one_forward_per_sentence_and_each_prefix_is_run_on
     assert len(prefixes) <= fed <= 1.1 * len(prefixes)  # each distinct beginning about once
     assert fed < 0.85 * sum(map(len, inputs))  # rather than once per sentence
     assert counter.rows < len(unique) / 4
+    # what it records of its work: every position it fed (padding too), the output layer once per distinct prefix
+    assert scorer.work.positions == sum(ids.numel() for ids in counter.inputs)
+    assert scorer.work.output_rows == len(prefixes)
     for t in unique:
         assert scored[("", t)].logprobs.sum() == pytest.approx(reference_logprob(toy, t), abs=1e-3)
     one = Scorer(toy.__class__(toy.model, toy.tokenizer, toy.info.model_copy(update={"batch_size": 1}))).score([("", t) for t in unique])

@@ -12,7 +12,7 @@ from builder.llm.cache import LLMCache, Worker
 from builder.paths import sample_dir
 from builder.seeds import import_seeds
 from builder.workspace import schema as t
-from builder.workspace.store import SERVER_FILE, WorkspaceError, init_workspace, open_workspace
+from builder.workspace.store import SERVER_FILE, WorkspaceError, init_workspace, now, open_workspace
 
 
 @pytest.mark.postgresql
@@ -88,3 +88,21 @@ def test_an_older_schema_is_migrated_on_open(ws):
     assert again.rows(select(t.meta.c.value).where(t.meta.c.key == "schema_version")) == [{"value": str(t.SCHEMA_VERSION)}]
     assert LLMCache.of_workspace(again).claim("k", Worker.current(), 60)
     again.close()
+
+
+@pytest.mark.parametrize("collecting", [True, False])
+def test_rows_come_back_as_dicts_and_the_collector_as_it_was(ws, collecting):
+    import gc
+
+    was = gc.isenabled()
+    (gc.enable if collecting else gc.disable)()
+    try:
+        rows = ws.rows(select(t.languages.c.code.label("lang"), t.languages.c.code).where(t.languages.c.code == "xx"))
+        assert rows == [] and gc.isenabled() is collecting
+        with ws.transaction() as c:
+            c.execute(t.languages.insert().values(code="xx", data={"code": "xx", "name": "X"}, added_at=now()))
+        assert ws.rows(select(t.languages.c.code.label("lang"), t.languages.c.data).where(t.languages.c.code == "xx")) == [
+            {"lang": "xx", "data": {"code": "xx", "name": "X"}}]
+        assert gc.isenabled() is collecting
+    finally:
+        (gc.enable if was else gc.disable)()

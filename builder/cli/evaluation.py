@@ -10,11 +10,11 @@ import os
 from pathlib import Path
 
 import typer
-from rich import progress as bars
 from rich.table import Table
 
 from builder.cli.common import codes, err, fail, out
 from builder.llm.config import LLMSettings
+from builder.progress import progress
 
 eval_app = typer.Typer(help="Evaluate models on a released version: run, report, gate.", no_args_is_help=True)
 
@@ -80,17 +80,9 @@ def run(
               f"on {where}", highlight=False)
     if info.languages_note:
         err.print(f"[yellow]{info.languages_note}[/yellow]", highlight=False)
-    with bars.Progress(bars.TextColumn("[bold]{task.description}"), bars.BarColumn(), bars.MofNCompleteColumn(),
-                       bars.TimeElapsedColumn(), console=err) as bar:
-        tasks: dict[str, int] = {}
-
-        def progress(task: str, done: int, total: int) -> None:
-            if task not in tasks:
-                tasks[task] = bar.add_task(task, total=total)
-            bar.update(tasks[task], completed=done, total=total)
-
+    with progress(err) as show:
         try:
-            results = run_evaluation(data.pairs, info, loaded, chosen, out_dir, options, progress, m2c=data.m2c,
+            results = run_evaluation(data.pairs, info, loaded, chosen, out_dir, options, show, m2c=data.m2c,
                                      endpoint=settings, score_endpoint=score_endpoint)
         except Exception as exc:  # noqa: BLE001 - any failure ends as one clear line (fail)
             fail(exc)

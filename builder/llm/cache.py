@@ -25,7 +25,7 @@ from sqlalchemy.exc import DatabaseError
 
 from builder.records import LLMCall
 from builder.workspace import schema as t
-from builder.workspace.store import Workspace, add_missing_columns, engine_for, now, upsert_ignore
+from builder.workspace.store import Workspace, add_missing_columns, as_dicts, engine_for, now, upsert_ignore
 
 TABLES = (t.llm_calls, t.llm_cache, t.llm_endpoints, t.batches, t.llm_claims)
 
@@ -153,7 +153,7 @@ class LLMCache:
                        func.count().filter(c.cost_usd.is_(None)).label("unpriced"))
                 .group_by(c.stage, c.model, c.mode).order_by(c.stage, c.model, c.mode))
         with self.engine.connect() as conn:
-            return [dict(r._mapping) for r in conn.execute(stmt)]
+            return as_dicts(conn.execute(stmt))
 
     # -- structured-output modes --------------------------------------------------------------------
 
@@ -174,8 +174,7 @@ class LLMCache:
     def endpoints(self) -> list[dict[str, Any]]:
         """Every endpoint and model probed, with its mode and refusals."""
         with self.engine.connect() as conn:
-            return [dict(r._mapping) for r in conn.execute(select(t.llm_endpoints).order_by(t.llm_endpoints.c.endpoint,
-                                                                                             t.llm_endpoints.c.model))]
+            return as_dicts(conn.execute(select(t.llm_endpoints).order_by(t.llm_endpoints.c.endpoint, t.llm_endpoints.c.model)))
 
     # -- batches ------------------------------------------------------------------------------------
 
@@ -188,8 +187,8 @@ class LLMCache:
     def open_batches(self) -> list[dict[str, Any]]:
         """Batches not yet collected: id, stage, status and `request_keys` (request key -> logical request)."""
         with self.engine.connect() as conn:
-            return [dict(r._mapping) for r in conn.execute(select(t.batches).where(t.batches.c.collected_at.is_(None))
-                                                           .order_by(t.batches.c.created_at))]
+            return as_dicts(conn.execute(select(t.batches).where(t.batches.c.collected_at.is_(None))
+                                         .order_by(t.batches.c.created_at)))
 
     def set_batch_status(self, batch_id: str, status: str) -> None:
         """The status the server last gave an open batch."""
