@@ -30,7 +30,7 @@ from datetime import datetime, timezone
 from typing import Literal
 
 from pydantic import field_validator, model_validator
-from sqlalchemy import select
+from sqlalchemy import distinct, func, select
 from sqlalchemy.engine import Connection
 
 from builder.agreement import Agreement
@@ -359,7 +359,7 @@ def _made_on(ws: Workspace, stage: str, lang: str) -> tuple[list[dict], dict[str
     s = t.sentence_reviews
     rows = ws.rows(select(ra, s.c.version.label("made_on"), s.c.acceptable, s.c.unacceptable)
                    .join(s, (s.c.annotation_id == ra.c.annotation_id) & (s.c.server == ra.c.server)).where(*where))
-    return rows, {pid: p["version"] for pid, p in current_pairs(ws, lang).items()}
+    return rows, pair_versions(ws, lang)
 
 
 def _latest_opinions(rows: list[dict]) -> dict[str, list[dict]]:
@@ -484,6 +484,13 @@ def current_pairs(ws: Workspace, lang: str) -> dict[str, dict]:
     """pair id -> the sentence pair as generated now, with its `version` (a hash of both sentences)."""
     rows = ws.rows(select(t.sentence_pairs).where(t.sentence_pairs.c.lang == lang))
     return {r["pair_id"]: {**r, "version": _pair_version(r["acceptable"], r["unacceptable"])} for r in rows}
+
+
+def pair_versions(ws: Workspace, lang: str) -> dict[str, str]:
+    """pair id -> the version of its sentences now: what a decision is checked against, read without the rest."""
+    sp = t.sentence_pairs
+    rows = ws.rows(select(sp.c.pair_id, sp.c.acceptable, sp.c.unacceptable).where(sp.c.lang == lang))
+    return {r["pair_id"]: _pair_version(r["acceptable"], r["unacceptable"]) for r in rows}
 
 
 def sentence_decisions(ws: Workspace, lang: str) -> dict[str, SentenceReview]:
@@ -715,7 +722,9 @@ def _pending(ws: Workspace, stage: str, lang: str, settled: int) -> int:
         return len(judge_pending(ws, lang))
     if stage == "inflections":
         return len(current_tables(ws, lang))  # a decided table leaves the waiting ones
-    return len(latest_proposals(ws, lang) if stage == "translation" else current_pairs(ws, lang)) - settled
+    items = (select(func.count(distinct(t.proposals.c.item_id))).where(t.proposals.c.lang == lang) if stage == "translation"
+             else select(func.count()).select_from(t.sentence_pairs).where(t.sentence_pairs.c.lang == lang))
+    return ws.scalar(items) - settled
 
 
 def _stage_status(ws: Workspace, stage: str, lang: str) -> dict:

@@ -45,7 +45,7 @@ def _schema_3_workspace(directory, pair_id):
     db = sqlite3.connect(directory / DB_FILE)
     with db:
         db.executescript("DROP TABLE review_projects; DROP TABLE review_annotations; DROP TABLE sentence_reviews;"
-                         + V3_REVIEW_TABLES)
+                         "DROP INDEX ix_sentence_pairs_lang;" + V3_REVIEW_TABLES)  # the per-language index came in version 8
         db.execute("UPDATE meta SET value = '3' WHERE key = 'schema_version'")
         db.execute("INSERT INTO review_projects VALUES ('sentences', 'de', 7, '[sentences:de] German review', ?)", (AFTER,))
         db.executemany("INSERT INTO review_annotations VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", [
@@ -67,6 +67,9 @@ def test_a_schema_3_workspace_is_migrated_in_place_and_its_rows_wait_for_their_s
     for table in ("review_projects", "review_annotations", "sentence_reviews"):
         columns = {c["name"] for c in inspect(ws.engine).get_columns(table)}
         assert "server" in columns and "url" not in columns, table
+    indexes = {(i["name"], tuple(i["column_names"])) for name in ("review_annotations", "sentence_pairs")
+               for i in inspect(ws.engine).get_indexes(name)}
+    assert {("ix_review_annotations_lang_stage", ("lang", "stage")), ("ix_sentence_pairs_lang", ("lang",))} <= indexes
     keys = sorted((r["annotation_id"], r["server"]) for r in ws.rows(select(t.review_annotations)))
     assert keys == [(1, f"url:{BEFORE}"), (1, f"url:{AFTER}"), (2, f"url:{BEFORE}")]
     old = {r.server: r for r in reviews.recorded_by_url(ws)}

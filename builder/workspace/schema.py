@@ -9,6 +9,7 @@ from sqlalchemy import (
     DateTime,
     Float,
     ForeignKey,
+    Index,
     Integer,
     MetaData,
     String,
@@ -17,10 +18,10 @@ from sqlalchemy import (
     UniqueConstraint,
 )
 
-SCHEMA_VERSION = 7  # 2: review projects and annotations (Label Studio); 3: sentence_reviews, m2c_tests, lexicon_forms,
+SCHEMA_VERSION = 8  # 2: review projects and annotations (Label Studio); 3: sentence_reviews, m2c_tests, lexicon_forms,
 # release_waivers; 4: review rows keyed by the Label Studio server's identity (column `server`), no longer by its URL;
 # 5: llm_claims; 6: llm_endpoints, llm_calls.mode and .max_tokens, batches.failures;
-# 7: table_reviews
+# 7: table_reviews; 8: indexes on review_annotations (lang, stage) and sentence_pairs (lang)
 
 # A review server's identity that is only its URL: rows recorded before identities (schema version 3
 # and older), and an external Label Studio that does not show its organization.
@@ -192,7 +193,7 @@ sentence_pairs = Table(
     "sentence_pairs",
     metadata,
     Column("pair_id", String(32), ForeignKey("pairs.id"), primary_key=True),
-    Column("lang", String(8), primary_key=True),
+    Column("lang", String(8), primary_key=True, index=True),  # read a language at a time; the key leads with the pair
     Column("acceptable", Text, nullable=False),
     Column("unacceptable", Text, nullable=False),
     Column("spans", JSON, nullable=False),
@@ -247,6 +248,7 @@ review_annotations = Table(
     Column("edit_distance", Integer),
     Column("created_at", DateTime(timezone=True), nullable=False),
     Column("updated_at", DateTime(timezone=True), nullable=False),
+    Index("ix_review_annotations_lang_stage", "lang", "stage"),  # every review query is for a stage in a language
 )
 
 sentence_reviews = Table(

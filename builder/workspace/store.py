@@ -168,7 +168,7 @@ _KEYED_BY_URL = ("review_projects", "review_annotations", "sentence_reviews")  #
 def _migrate(engine: Engine) -> None:
     """Bring an older workspace to this schema in one transaction, then record the new version.
 
-    New tables are created and new nullable columns added. Review rows that versions 2 and 3 keyed by
+    New tables are created, and new nullable columns and indexes added. Review rows that versions 2 and 3 keyed by
     the Label Studio server's URL are re-keyed by the identity `SERVER_BY_URL + url`; the next push or pull that reaches the server
     which holds them gives them that server's identity (`builder.reviews.adopt_server`), because only
     the server can tell which of the URLs it answered on over time were its own.
@@ -182,6 +182,8 @@ def _migrate(engine: Engine) -> None:
                 conn.execute(table.update().values(server=literal(t.SERVER_BY_URL) + table.c.server))
         t.metadata.create_all(conn)
         add_missing_columns(conn, t.metadata.sorted_tables)
+        for index in (index for table in t.metadata.sorted_tables for index in table.indexes):
+            index.create(conn, checkfirst=True)  # create_all makes a table's indexes only with the table
         conn.execute(t.meta.update().where(t.meta.c.key == "schema_version").values(value=str(t.SCHEMA_VERSION)))
 
 
@@ -255,8 +257,11 @@ class Workspace:
         return upsert_ignore(conn, table, rows)
 
     def count(self, table) -> int:
+        return self.scalar(select(func.count()).select_from(table))
+
+    def scalar(self, stmt) -> Any:
         with self.engine.connect() as conn:
-            return conn.execute(select(func.count()).select_from(table)).scalar_one()
+            return conn.execute(stmt).scalar_one()
 
     def rows(self, stmt) -> list[dict[str, Any]]:
         with self.engine.connect() as conn:
