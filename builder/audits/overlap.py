@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable
+from typing import NamedTuple
 
 import regex
 from pydantic import BaseModel
@@ -33,21 +34,31 @@ def _pieces(text: str) -> set[str]:
     return set(_HAN.findall(text)) | {run[i:i + 2] for run in runs for i in range(len(run) - 1)}
 
 
-def _stems(word: str) -> set[str]:
-    return {word[:STEM]} if len(word) >= STEM else set()
+def pieces(text: str, *, spaced: bool, script: str = "Latn") -> frozenset[str]:
+    """What of a text is compared: an unspaced script's pieces; a spaced script's words of `MIN_WORD` letters or
+    more, each also without a prefixed particle."""
+    if not spaced:
+        return frozenset(_pieces(text))
+    return frozenset(b for w, _, _ in words(text) for b in bare(w, script) if len(b) >= MIN_WORD)
+
+
+def _common(concept: frozenset[str], prop: frozenset[str], spaced: bool) -> set[str]:
+    out = set(concept & prop)
+    if spaced:  # a stem (the first STEM letters) of a word in one occurring in a word of the other
+        stems = [(w, w[:STEM] if len(w) >= STEM else None) for w in prop]
+        for a in concept:
+            stem = a[:STEM] if len(a) >= STEM else None
+            for b, b_stem in stems:
+                if stem and stem in b:
+                    out.add(stem)
+                if b_stem and b_stem in a:
+                    out.add(b_stem)
+    return out
 
 
 def shared(concept: str, prop: str, *, spaced: bool, script: str = "Latn") -> set[str]:
     """The pieces the concept's name shares with the property's wording (empty: no overlap)."""
-    if not spaced:
-        return _pieces(concept) & _pieces(prop)
-    cw = {b for w, _, _ in words(concept) for b in bare(w, script) if len(b) >= MIN_WORD}
-    pw = {b for w, _, _ in words(prop) for b in bare(w, script) if len(b) >= MIN_WORD}
-    out = cw & pw
-    for a in cw:
-        for b in pw:
-            out |= {s for s in _stems(a) if s in b} | {s for s in _stems(b) if s in a}
-    return out
+    return _common(pieces(concept, spaced=spaced, script=script), pieces(prop, spaced=spaced, script=script), spaced)
 
 
 class OverlapRow(BaseModel):
@@ -65,8 +76,8 @@ class OverlapRow(BaseModel):
         return self.shortcut / self.pairs if self.pairs else 0.0
 
 
-class PairWords(BaseModel):
-    """A pair's words in one language, as the overlap table reads them."""
+class PairWords(NamedTuple):
+    """A pair's words in one language, as the overlap table reads them (a million of them at COMPS size: a tuple)."""
 
     lang: str
     negative_type: str
@@ -79,12 +90,18 @@ def overlap_table(pairs: Iterable[PairWords], scripts: dict[str, tuple[bool, str
     """Rows by language, then negative type in their usual order; `scripts`: lang -> (spaced, script)."""
     counts: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0, 0, 0])
     seen: dict[tuple[str, str, str], bool] = {}
+    split: dict[tuple[str, str], frozenset[str]] = {}  # a word is in many pairs: its pieces are taken once
+
+    def of(lang: str, text: str) -> frozenset[str]:
+        if (lang, text) not in split:
+            spaced, script = scripts.get(lang, (True, "Latn"))
+            split[lang, text] = pieces(text, spaced=spaced, script=script)
+        return split[lang, text]
 
     def shares(lang: str, concept: str, prop: str) -> bool:
         key = (lang, concept, prop)
         if key not in seen:
-            spaced, script = scripts.get(lang, (True, "Latn"))
-            seen[key] = bool(shared(concept, prop, spaced=spaced, script=script))
+            seen[key] = bool(_common(of(lang, concept), of(lang, prop), scripts.get(lang, (True, "Latn"))[0]))
         return seen[key]
 
     for p in pairs:
