@@ -43,7 +43,7 @@ from builder.records import Record, VerifiedWord
 from builder.selection import verified
 from builder.textdiff import edit_distance
 from builder.workspace import schema as t
-from builder.workspace.store import Workspace, now
+from builder.workspace.store import Workspace, collector_paused, now
 
 __all__ = [
     "ADJUDICATION", "JUDGE_DECISIONS", "REVIEW_STAGES", "SENTENCE_DECISIONS", "TRANSLATION_DECISIONS",
@@ -373,10 +373,11 @@ def _latest_opinions(rows: list[dict]) -> dict[str, list[dict]]:
 def opinions(ws: Workspace, lang: str, stage: str = "translation") -> tuple[dict[str, list[dict]], dict[str, list[dict]]]:
     """(curators, adjudicators) of a stage in `lang`: item -> each one's latest decided annotation on the item's
     current version."""
-    rows, current = _made_on(ws, stage, lang)
-    on_current = [r for r in rows if current.get(r["item_id"]) == r["made_on"]]
-    return (_latest_opinions([r for r in on_current if r["stage"] == stage]),
-            _latest_opinions([r for r in on_current if r["stage"] == ADJUDICATION[stage]]))
+    with collector_paused():
+        rows, current = _made_on(ws, stage, lang)
+        on_current = [r for r in rows if current.get(r["item_id"]) == r["made_on"]]
+        return (_latest_opinions([r for r in on_current if r["stage"] == stage]),
+                _latest_opinions([r for r in on_current if r["stage"] == ADJUDICATION[stage]]))
 
 
 def _key(stage: str):
@@ -746,5 +747,6 @@ def _stage_status(ws: Workspace, stage: str, lang: str) -> dict:
 def review_status(ws: Workspace) -> list[dict]:
     """Per stage and language with a project: pending items, decisions, reviewers, skipped tasks (and for each
     reviewed stage, open disagreements, adjudicated items and agreement)."""
-    return [{"stage": p.stage, "lang": p.lang, **_stage_status(ws, p.stage, p.lang),
-             **_annotation_counts(ws, p.stage, p.lang)} for p in review_projects(ws)]
+    with collector_paused():
+        return [{"stage": p.stage, "lang": p.lang, **_stage_status(ws, p.stage, p.lang),
+                 **_annotation_counts(ws, p.stage, p.lang)} for p in review_projects(ws)]
