@@ -13,10 +13,7 @@ and sentences whose curators disagree wait for an adjudicator.
 
 from __future__ import annotations
 
-import gc
 from collections import Counter, defaultdict
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from operator import itemgetter
 from os.path import commonprefix
@@ -30,7 +27,7 @@ from builder.releases.features import M2C_FEATURES, M2C_PREFIX, PAIR_FEATURES
 from builder.releases.waivers import waivers
 from builder.reviews import ADJUDICATION, SentenceReview, disagreements, sentence_decisions
 from builder.workspace import schema as t
-from builder.workspace.store import Workspace
+from builder.workspace.store import Workspace, collector_paused
 
 _NEG_INDEX = {name: i for i, name in enumerate(NEGATIVE_TYPES)}
 _WORDS = ("property", "acceptable concept", "unacceptable concept")
@@ -139,22 +136,9 @@ def _span(key: str, i: int):
     return t.sentence_pairs.c.spans[(key, i)].as_integer()
 
 
-@contextmanager
-def _gc_paused() -> Iterator[None]:
-    """The read allocates millions of small tuples and lists, none in a reference cycle; left on, the
-    cyclic collector rescans them again and again and costs as much as the read itself."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
-
-
 def pair_rows(ws: Workspace, langs: list[str]) -> dict[str, ConfigRows]:
     """Column-wise: one scan of the sentences, joined with pairs, concepts and words in memory."""
-    with _gc_paused():
+    with collector_paused():  # millions of small tuples and lists, none in a reference cycle
         return _pair_rows(ws, langs)
 
 
