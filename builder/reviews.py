@@ -570,25 +570,24 @@ def _chunks(ids: list, size: int = 500) -> Iterable[list]:
     return (ids[i:i + size] for i in range(0, len(ids), size))
 
 
-def _store(c: Connection, server: str, pulled: list[tuple[Annotation, bool]]) -> None:
+def _store(c: Connection, server: str, pulled: list[tuple[Annotation, bool]], versioned: set[int]) -> None:
     """Insert (first pull) or update annotations, each with its lineage and the text it leaves, in a few statements.
 
     What an annotation stays on was fixed at its first pull: the proposal of a translation (kept across a
-    re-proposal), the version of a sentence pair or of an inflection table. For the annotations seen before it is
-    read back, and the drafts for all, in one query per 500; new rows go in together. A pull of 50,000 annotations
+    re-proposal), the version of a sentence pair or of an inflection table (`versioned`: the annotations whose table
+    version is recorded). For the annotations seen before it is read back, and the drafts for all, in one query per
+    500; new rows go in together. A pull of 50,000 annotations
     costs a few hundred statements, not several per annotation.
     """
     ra, sr, tr = t.review_annotations, t.sentence_reviews, t.table_reviews
     seen = [a.annotation_id for a, first in pulled if not first]
     kept_proposal: dict[int, int] = {}
     kept_version: dict[int, str] = {}
-    versioned: set[int] = set()
     for ids in _chunks(seen):
         kept_proposal |= dict(c.execute(select(ra.c.annotation_id, ra.c.proposal_id)
                                         .where(ra.c.server == server, ra.c.annotation_id.in_(ids))).all())
         kept_version |= dict(c.execute(select(sr.c.annotation_id, sr.c.version)
                                        .where(sr.c.server == server, sr.c.annotation_id.in_(ids))).all())
-        versioned |= set(c.execute(select(tr.c.annotation_id).where(tr.c.server == server, tr.c.annotation_id.in_(ids))).scalars())
     proposal_of = {a.annotation_id: a.translation.proposal_id if first else kept_proposal[a.annotation_id]
                    for a, first in pulled if a.translation is not None}
     drafts: dict[int, str] = {}
@@ -679,7 +678,7 @@ def record_pull(ws: Workspace, server: str, annotations: Iterable[Annotation]) -
                 touched.setdefault(a.lang, set()).add(a.item_id)
         summary.new = sum(first for _, first in pulled.values())
         summary.updated = len(pulled) - summary.new
-        _store(c, server, list(pulled.values()))
+        _store(c, server, list(pulled.values()), versioned)
     projects = [(base_stage(p.stage), p.lang) for p in review_projects(ws, server)]
     for lang in sorted({lang for stage, lang in projects if stage == "translation"}):
         _decide_translations(ws, lang, summary)

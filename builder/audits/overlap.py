@@ -28,7 +28,7 @@ STEM = 4  # letters of a word taken as its stem
 MIN_WORD = 3  # shorter words (particles, articles) never count as shared
 
 
-def _pieces(text: str) -> set[str]:
+def _unspaced_pieces(text: str) -> set[str]:
     """An unspaced script's pieces: each Han character, and each pair of adjacent other letters."""
     runs = _OTHER_RUN.findall(text)
     return set(_HAN.findall(text)) | {run[i:i + 2] for run in runs for i in range(len(run) - 1)}
@@ -38,7 +38,7 @@ def pieces(text: str, *, spaced: bool, script: str = "Latn") -> frozenset[str]:
     """What of a text is compared: an unspaced script's pieces; a spaced script's words of `MIN_WORD` letters or
     more, each also without a prefixed particle."""
     if not spaced:
-        return frozenset(_pieces(text))
+        return frozenset(_unspaced_pieces(text))
     return frozenset(b for w, _, _ in words(text) for b in bare(w, script) if len(b) >= MIN_WORD)
 
 
