@@ -93,12 +93,14 @@ def test_overlap_finds_a_shared_character_or_word_stem_and_counts_shortcuts_per_
     assert shared("bookcase", "is used for storing books", spaced=True) == {"book"}
     assert shared("wardrobe", "is used for storing books", spaced=True) == set()
     assert shared("Bücherregal", "wird zum Aufbewahren von Büchern verwendet", spaced=True) == {"büch"}
-    rows = overlap_table([PairWords(lang="zh", negative_type="taxonomic", property="用于存放书籍", acceptable="书架", unacceptable="床"),
-                          PairWords(lang="zh", negative_type="overlap", property="用于存放书籍", acceptable="书架", unacceptable="书桌"),
-                          PairWords(lang="zh", negative_type="overlap", property="会飞", acceptable="鹰", unacceptable="企鹅")],
-                         {"zh": (False, "Hans")})
+    rows = overlap_table("zh", [PairWords(negative_type="taxonomic", property="用于存放书籍", acceptable="书架", unacceptable="床"),
+                                PairWords(negative_type="overlap", property="用于存放书籍", acceptable="书架", unacceptable="书桌"),
+                                PairWords(negative_type="overlap", property="会飞", acceptable="鹰", unacceptable="企鹅"),
+                                # the same concept under another property, after it: judged against that property's words
+                                PairWords(negative_type="random", property="会飞", acceptable="书架", unacceptable="鹰")],
+                         spaced=False, script="Hans")
     assert [(r.negative_type, r.pairs, r.positive, r.negative, r.shortcut) for r in rows] == \
-        [("taxonomic", 1, 1, 0, 1), ("overlap", 2, 1, 1, 0)]
+        [("taxonomic", 1, 1, 0, 1), ("overlap", 2, 1, 1, 0), ("random", 1, 0, 0, 0)]
 
 
 def test_status_reports_overlap_per_language_and_negative_type(sample_ws, server):

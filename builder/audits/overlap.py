@@ -42,23 +42,32 @@ def pieces(text: str, *, spaced: bool, script: str = "Latn") -> frozenset[str]:
     return frozenset(b for w, _, _ in words(text) for b in bare(w, script) if len(b) >= MIN_WORD)
 
 
-def _common(concept: frozenset[str], prop: frozenset[str], spaced: bool) -> set[str]:
-    out = set(concept & prop)
-    if spaced:  # a stem (the first STEM letters) of a word in one occurring in a word of the other
-        stems = [(w, w[:STEM] if len(w) >= STEM else None) for w in prop]
-        for a in concept:
-            stem = a[:STEM] if len(a) >= STEM else None
-            for b, b_stem in stems:
-                if stem and stem in b:
-                    out.add(stem)
-                if b_stem and b_stem in a:
-                    out.add(b_stem)
+class _Split(NamedTuple):
+    """A text's pieces, and for a spaced script each word beside its stem (None: shorter than `STEM`)."""
+
+    pieces: frozenset[str]
+    stems: tuple[tuple[str, str | None], ...]
+
+
+def _split(text: str, spaced: bool, script: str) -> _Split:
+    got = pieces(text, spaced=spaced, script=script)
+    return _Split(got, tuple((w, w[:STEM] if len(w) >= STEM else None) for w in got) if spaced else ())
+
+
+def _common(concept: _Split, prop: _Split) -> set[str]:
+    out = set(concept.pieces & prop.pieces)
+    for a, a_stem in concept.stems:  # a stem (the first STEM letters) of a word in one occurring in a word of the other
+        for b, b_stem in prop.stems:
+            if a_stem and a_stem in b:
+                out.add(a_stem)
+            if b_stem and b_stem in a:
+                out.add(b_stem)
     return out
 
 
 def shared(concept: str, prop: str, *, spaced: bool, script: str = "Latn") -> set[str]:
     """The pieces the concept's name shares with the property's wording (empty: no overlap)."""
-    return _common(pieces(concept, spaced=spaced, script=script), pieces(prop, spaced=spaced, script=script), spaced)
+    return _common(_split(concept, spaced, script), _split(prop, spaced, script))
 
 
 class OverlapRow(BaseModel):
@@ -79,38 +88,43 @@ class OverlapRow(BaseModel):
 class PairWords(NamedTuple):
     """A pair's words in one language, as the overlap table reads them (a million of them at COMPS size: a tuple)."""
 
-    lang: str
     negative_type: str
     property: str
     acceptable: str
     unacceptable: str
 
 
-def overlap_table(pairs: Iterable[PairWords], scripts: dict[str, tuple[bool, str]]) -> list[OverlapRow]:
-    """Rows by language, then negative type in their usual order; `scripts`: lang -> (spaced, script)."""
-    counts: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0, 0, 0])
-    seen: dict[tuple[str, str, str], bool] = {}
-    split: dict[tuple[str, str], frozenset[str]] = {}  # a word is in many pairs: its pieces are taken once
+def overlap_table(lang: str, pairs: Iterable[PairWords], *, spaced: bool, script: str = "Latn") -> list[OverlapRow]:
+    """One language's rows, by negative type in their usual order.
 
-    def of(lang: str, text: str) -> frozenset[str]:
-        if (lang, text) not in split:
-            spaced, script = scripts.get(lang, (True, "Latn"))
-            split[lang, text] = pieces(text, spaced=spaced, script=script)
-        return split[lang, text]
-
-    def shares(lang: str, concept: str, prop: str) -> bool:
-        key = (lang, concept, prop)
-        if key not in seen:
-            seen[key] = bool(_common(of(lang, concept), of(lang, prop), scripts.get(lang, (True, "Latn"))[0]))
-        return seen[key]
-
+    A word's pieces are taken once, and the pairs are taken property by property with what is known of that
+    property's concepts dropped before the next: what is looked up stays a property's handful of concepts, so a
+    COMPS-size language's pairs cost each what a tenth's do (a memo of every concept and property seen grew out
+    of the processor's caches and made each pair 1.5x dearer at full size).
+    """
+    split: dict[str, _Split] = {}
+    by_property: dict[str, list[PairWords]] = defaultdict(list)
     for p in pairs:
-        pos, neg = shares(p.lang, p.acceptable, p.property), shares(p.lang, p.unacceptable, p.property)
-        row = counts[(p.lang, p.negative_type)]
-        row[0] += 1
-        row[1] += pos
-        row[2] += neg
-        row[3] += pos and not neg
+        by_property[p.property].append(p)
+    counts: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0, 0])
+
+    def of(text: str) -> _Split:
+        if text not in split:
+            split[text] = _split(text, spaced, script)
+        return split[text]
+
+    for prop, group in by_property.items():
+        wording, known = of(prop), {}
+        for p in group:
+            for concept in (p.acceptable, p.unacceptable):
+                if concept not in known:
+                    known[concept] = bool(_common(of(concept), wording))
+            pos, neg = known[p.acceptable], known[p.unacceptable]
+            row = counts[p.negative_type]
+            row[0] += 1
+            row[1] += pos
+            row[2] += neg
+            row[3] += pos and not neg
     order = {n: i for i, n in enumerate(NEGATIVE_TYPES)}
     return [OverlapRow(lang=lang, negative_type=neg, pairs=n, positive=pos, negative=un, shortcut=cut)
-            for (lang, neg), (n, pos, un, cut) in sorted(counts.items(), key=lambda kv: (kv[0][0], order.get(kv[0][1], 9)))]
+            for neg, (n, pos, un, cut) in sorted(counts.items(), key=lambda kv: order.get(kv[0], 9))]

@@ -35,7 +35,7 @@ from builder.runner import Progress
 from builder.seeds import record_similarities
 from builder.selection import Scope, verified
 from builder.workspace import schema as t
-from builder.workspace.store import Workspace
+from builder.workspace.store import Workspace, collector_paused
 
 
 @dataclass
@@ -160,14 +160,17 @@ async def _judge(ws: Workspace, client: LLMClient, lang: Language, pairs, senten
 def overlap_report(ws: Workspace, codes: Collection[str]) -> list[OverlapRow]:
     """Concept–property overlap of the generated pairs in these languages, by language and negative type."""
     reg = registry(ws)
-    pairs = {r["id"]: r for r in ws.rows(select(t.pairs))}
+    p, sp, vw = t.pairs.c, t.sentence_pairs.c, t.verified_words.c
+    pairs = ws.rows(select(p.id, p.negative_type, p.property_id, p.acceptable_id, p.unacceptable_id))
     rows = []
-    for code in codes:
-        words = {item: w["text"] for item, w in verified(ws, code).items()}
-        for r in ws.rows(select(t.sentence_pairs.c.pair_id).where(t.sentence_pairs.c.lang == code,
-                                                                  t.sentence_pairs.c.status == "generated")):
-            p = pairs[r["pair_id"]]
-            if all(p[k] in words for k in ("property_id", "acceptable_id", "unacceptable_id")):
-                rows.append(PairWords(lang=code, negative_type=p["negative_type"], property=words[p["property_id"]],
-                                      acceptable=words[p["acceptable_id"]], unacceptable=words[p["unacceptable_id"]]))
-    return overlap_table(rows, {c: (reg[c].spaced, reg[c].script) for c in codes if c in reg})
+    with collector_paused():  # a million pairs' tuples, none in a cycle
+        for code in sorted(codes):
+            words = {r["item_id"]: r["text"] for r in ws.rows(select(vw.item_id, vw.text).where(vw.lang == code))}
+            generated = set(ws.column(select(sp.pair_id).where(sp.lang == code, sp.status == "generated")))
+            spaced, script = (reg[code].spaced, reg[code].script) if code in reg else (True, "Latn")
+            rows += overlap_table(code, (PairWords(p["negative_type"], words[p["property_id"]], words[p["acceptable_id"]],
+                                                   words[p["unacceptable_id"]])
+                                         for p in pairs if p["id"] in generated and p["property_id"] in words
+                                         and p["acceptable_id"] in words and p["unacceptable_id"] in words),
+                                  spaced=spaced, script=script)
+    return rows

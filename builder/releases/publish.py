@@ -25,7 +25,7 @@ from builder.releases.reading import LocalSource
 from builder.releases.stats import release_stats
 from builder.releases.store import ReleaseStore, StoreError
 from builder.releases.waivers import waivers
-from builder.workspace.store import Workspace, now
+from builder.workspace.store import Workspace, collector_paused, now
 
 DEFAULT_LICENSE = "cc-by-4.0"
 DEFAULT_NAME = "XCOMPS"
@@ -110,8 +110,9 @@ def publish(ws: Workspace, req: PublishRequest, *, api=None) -> PublishResult:
     lap("read workspace")
     source = LocalSource(store.root) if parent else None
     previous = {c: source.read_table(parent, c) for c in source.manifest(parent)["configs"]} if source else {}
-    report, kept = run_checks(configs, previous=previous, parent=parent, require_complete=req.require_complete,
-                              exclude_unverified=req.exclude_unverified, audits=audit_flags(ws))
+    with collector_paused():  # the checks' sets and dicts of a million rows' ids and sentences, none in a cycle
+        report, kept = run_checks(configs, previous=previous, parent=parent, require_complete=req.require_complete,
+                                  exclude_unverified=req.exclude_unverified, audits=audit_flags(ws))
     lap("checks")
     if not report.ok:
         raise ReleaseCheckError(report)
@@ -127,7 +128,8 @@ def publish(ws: Workspace, req: PublishRequest, *, api=None) -> PublishResult:
         return result
     if req.hub:
         hub_mod.ensure_new(api, req.hub, version)
-    stats = release_stats(ws, kept, rows_mod.models_used(ws, kept))
+    with collector_paused():  # the same for the curators' opinions and the overlap table
+        stats = release_stats(ws, kept, rows_mod.models_used(ws, kept))
     created_at = now().isoformat(timespec="seconds")
     entry = {"version": version, "parent": parent, "created_at": created_at, "notes": req.notes, "changes": changes}
     changelog = _changelog(source, existing, entry)

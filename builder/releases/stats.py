@@ -65,11 +65,13 @@ def counts(configs: dict[str, ConfigRows]) -> dict[str, dict[str, int]]:
 
 def overlap(configs: dict[str, ConfigRows], scripts: dict[str, tuple[bool, str]]) -> list[OverlapRow]:
     """How often a released pair's concept shares a character or word stem with its property (`builder.audits.overlap`)."""
-    words = (PairWords(lang=c.lang, negative_type=NEGATIVE_TYPES[neg], property=prop, acceptable=acc, unacceptable=unacc)
-             for c in configs.values() if not c.is_m2c
-             for neg, prop, acc, unacc in zip(c.columns["negative_type"], c.columns["property"],
-                                              c.columns["acceptable_concept"], c.columns["unacceptable_concept"]))
-    return overlap_table(words, scripts)
+    out = []
+    for c in sorted((c for c in configs.values() if not c.is_m2c), key=lambda c: c.lang):
+        spaced, script = scripts.get(c.lang, (True, "Latn"))
+        words = (PairWords(NEGATIVE_TYPES[neg], prop, acc, unacc) for neg, prop, acc, unacc in zip(
+            c.columns["negative_type"], c.columns["property"], c.columns["acceptable_concept"], c.columns["unacceptable_concept"]))
+        out += overlap_table(c.lang, words, spaced=spaced, script=script)
+    return out
 
 
 PAIR_STAGES = ("translation", "sentences", "judge")  # the review stages behind a minimal pair's row
