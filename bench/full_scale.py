@@ -36,7 +36,7 @@ the process held when the stage began (Label Studio's own memory is its server's
 nothing (status, review_status, load, diff) run 3 times and give their best time and highest peak: at a tenth
 of the size they take about a second, and one run's noise moved their growth by 0.2. The whole run is made
 at a tenth of the size and at the full size; growth is the full size's figure over the tenth's, divided
-by their ratio of pairs: 1.00 is linear, and a stage above 1.3 is flagged. It takes about 25 minutes on two
+by their ratio of pairs: 1.00 is linear, and a stage above 1.3 is flagged. It takes about 12 minutes on two
 idle cores (`--sizes 0.1,0.2` gives a quick look).
 Ends with one line: BENCH full_scale key=value ...
 """

@@ -160,8 +160,8 @@ async def _judge(ws: Workspace, client: LLMClient, lang: Language, pairs, senten
 def overlap_report(ws: Workspace, codes: Collection[str]) -> list[OverlapRow]:
     """Concept–property overlap of the generated pairs in these languages, by language and negative type."""
     reg = registry(ws)
-    p, sp, vw = t.pairs.c, t.sentence_pairs.c, t.verified_words.c
-    pairs = ws.rows(select(p.id, p.negative_type, p.property_id, p.acceptable_id, p.unacceptable_id))
+    pc, sp, vw = t.pairs.c, t.sentence_pairs.c, t.verified_words.c
+    pairs = ws.rows(select(pc.id, pc.negative_type, pc.property_id, pc.acceptable_id, pc.unacceptable_id))
     rows = []
     with collector_paused():  # a million pairs' tuples, none in a cycle
         for code in sorted(codes):
