@@ -224,6 +224,20 @@ def pack(seqs: Sequence[Sequence[int]], capacity: int) -> Packing:
     return Packing(rows, prefixes, n_prefixes)
 
 
+def tree_inputs(rows: Sequence[Row], pad_id: int, dtype: torch.dtype) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """Packed rows' token ids, and the model inputs that compute each position at its depth attending to its
+    ancestors only: an additive 4D attention mask and position ids (padding sees only itself)."""
+    ids, _ = pad_batch([r.tokens for r in rows], pad_id)
+    at = torch.arange(ids.shape[1])
+    positions, ends = torch.zeros_like(ids), (at + 1).repeat(len(rows), 1)
+    for k, r in enumerate(rows):
+        positions[k, : len(r.depths)] = torch.as_tensor(r.depths, dtype=torch.long)
+        ends[k, : len(r.depths)] = torch.as_tensor(r.ends())
+    visible = (at[None, :, None] >= at[None, None, :]) & (at[None, :, None] < ends[:, None, :])
+    tree_mask = torch.zeros(visible.shape, dtype=dtype).masked_fill_(~visible, torch.finfo(dtype).min)[:, None]
+    return ids, {"attention_mask": tree_mask, "position_ids": positions}
+
+
 # Config fields of models whose logits are more than the output layer's: soft-capping (Gemma 2/3) and scaling
 # (Cohere, Granite). Such models are scored from their full logits.
 LOGIT_TRANSFORMS = ("final_logit_softcapping", "logit_scale", "logits_scaling")
@@ -419,23 +433,15 @@ class Scorer:
     def _forward(self, rows: list[Row], packed: bool) -> torch.Tensor:
         """[rows, width, hidden] decoder states (or [.., vocabulary] logits when the model is not split). Packed:
         each position at its depth, attending to its ancestors; otherwise one text per row, causal as usual."""
-        ids, mask = pad_batch([r.tokens for r in rows], self.pad_id)
-        width = ids.shape[1]
         model = self.split[0] if self.split else self.loaded.model
-        device, dtype = self.loaded.device, DTYPES[self.loaded.info.dtype]
+        device = self.loaded.device
         if packed:
-            at = torch.arange(width)
-            positions, ends = torch.zeros_like(ids), (at + 1).repeat(len(rows), 1)  # padding sees only itself
-            for k, r in enumerate(rows):
-                positions[k, : len(r.depths)] = torch.as_tensor(r.depths, dtype=torch.long)
-                ends[k, : len(r.depths)] = torch.as_tensor(r.ends())
-            visible = (at[None, :, None] >= at[None, None, :]) & (at[None, :, None] < ends[:, None, :])
-            tree_mask = torch.zeros(visible.shape, dtype=dtype).masked_fill_(~visible, torch.finfo(dtype).min)[:, None]
-            kwargs = {"attention_mask": tree_mask.to(device), "position_ids": positions.to(device)}
+            ids, kwargs = tree_inputs(rows, self.pad_id, DTYPES[self.loaded.info.dtype])
         else:
-            kwargs = {"attention_mask": mask.to(device)}
+            ids, mask = pad_batch([r.tokens for r in rows], self.pad_id)
+            kwargs = {"attention_mask": mask}
         with torch.inference_mode():
-            out = model(input_ids=ids.to(device), **kwargs)
+            out = model(input_ids=ids.to(device), **{k: v.to(device) for k, v in kwargs.items()})
         return out.last_hidden_state if self.split else out.logits
 
     def _logprobs(self, states: torch.Tensor, at: np.ndarray, targets: np.ndarray, prefixes: np.ndarray,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 from generative_fixtures import report_row
 
@@ -109,3 +111,32 @@ def test_selftranslate_both_ways_and_m2c_run_through_smollm2s_chat_template(smol
     row = report_row(html, "generation prompt")
     assert "&lt;|im_start|&gt;user\\n{prompt}&lt;|im_end|&gt;\\n&lt;|im_start|&gt;assistant\\n" in row
     assert "<|im_start|>" not in html
+
+
+def test_prompts_sharing_their_beginning_are_read_once_and_get_the_replies_they_get_read_whole(smollm2, monkeypatch):
+    instruction = ("Answer the question about the context with one word, in the form the sentence needs. "
+                   "Do not explain your answer.\n\nContext: ")
+    prompts = [f"{instruction}{who} is a {job} and {other} is not.\nQuestion: Who is a {job}?\nAnswer:"
+               for who, other in (("Anna", "Ben"), ("Clara", "David"), ("Max", "Lena"))
+               for job in ("baker", "teacher", "pilot")] + ["Translate into German: “A kettle is used for boiling water.”"]
+    read: list[int] = []
+    forward = smollm2.model.forward
+
+    @functools.wraps(forward)  # generate reads the signature to choose the inputs it passes
+    def counted(*args, input_ids, **kw):
+        if input_ids.shape[1] > 1:  # prompts read (decoding reads one token a row)
+            read.append(input_ids.numel())
+        return forward(*args, input_ids=input_ids, **kw)
+
+    monkeypatch.setattr(smollm2.model, "forward", counted)
+    whole = TransformersGenerator(smollm2)
+    whole.packs = False
+    replies = whole.generate(prompts, max_new_tokens=12, stage="test")
+    read_whole, read[:] = sum(read), []
+    shared = TransformersGenerator(smollm2)
+    assert shared.packs
+    assert shared.generate(prompts, max_new_tokens=12, stage="test") == replies
+    assert sum(read) < 0.6 * read_whole
+    # sampled replies come through the same cache, seeded
+    assert (shared.generate(prompts, max_new_tokens=12, stage="test", temperature=1.0, seed=3)
+            == shared.generate(prompts, max_new_tokens=12, stage="test", temperature=1.0, seed=3))
