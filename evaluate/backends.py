@@ -23,7 +23,7 @@ from builder.llm.cache import LLMCache
 from builder.llm.client import LLMClient, Request, prompt_hash
 from builder.llm.config import LLMSettings
 from evaluate.models import DTYPES, LoadedModel, ModelInfo
-from evaluate.scoring import ROW_TOKENS, Scorer, length_batches, pack, tree_inputs
+from evaluate.scoring import ROW_TOKENS, Scorer, length_batches, pack, pad_batch, tree_inputs
 
 ProgressFn = Callable[[int, int], None]
 CACHE_FILE = "llm-cache.sqlite"  # an endpoint's replies, in the results folder
@@ -106,7 +106,7 @@ class TransformersGenerator:
             torch.manual_seed(seed or 0)
             for batch in batches:
                 seqs = [encoded[i] for i in batch]
-                ids, mask = left_padded(seqs, self.pad_id)
+                ids, mask = pad_batch(seqs, self.pad_id, left=True)
                 cache = self._prefilled(seqs) if self.packs else None
                 with torch.inference_mode():
                     gen = self.loaded.model.generate(input_ids=ids.to(device), attention_mask=mask.to(device),
@@ -121,7 +121,7 @@ class TransformersGenerator:
         return [texts[p] for p in prompts]
 
     def _prefilled(self, seqs: list[list[int]]) -> DynamicCache | None:
-        """A cache of every prompt but its last token, laid out as `left_padded` lays the prompts out: computed as one
+        """A cache of every prompt but its last token, laid out as the prompts are, padded on the left: computed as one
         packed tree (`pack`, `tree_inputs`), so a prefix the prompts share is read once; the last tokens then go
         through `generate` as usual. None (prompts of one token, or a cache of another kind than the plain one)
         leaves the whole prompt to `generate`."""
@@ -150,17 +150,6 @@ class TransformersGenerator:
                     values[b, :, width - len(head):] = layer.values[k][:, path]
             layer.keys, layer.values = keys, values
         return cache
-
-
-def left_padded(seqs: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Token ids and attention mask, each sequence at the right end of its row."""
-    width = max(map(len, seqs))
-    ids = torch.full((len(seqs), width), pad_id, dtype=torch.long)
-    mask = torch.zeros((len(seqs), width), dtype=torch.long)
-    for row, seq in enumerate(seqs):
-        ids[row, width - len(seq):] = torch.as_tensor(seq)
-        mask[row, width - len(seq):] = 1
-    return ids, mask
 
 
 class EndpointGenerator:

@@ -154,13 +154,15 @@ def length_batches(lengths: Sequence[int], batch_size: int, max_tokens: int | No
     return batches
 
 
-def pad_batch(seqs: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+def pad_batch(seqs: Sequence[Sequence[int]], pad_id: int, *, left: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    """Token ids and attention mask, each sequence at the start of its row (or, `left`, at its end: for `generate`)."""
     width = max(map(len, seqs))
     ids = torch.full((len(seqs), width), pad_id, dtype=torch.long)
     mask = torch.zeros((len(seqs), width), dtype=torch.long)
     for row, seq in enumerate(seqs):
-        ids[row, : len(seq)] = torch.as_tensor(seq, dtype=torch.long)
-        mask[row, : len(seq)] = 1
+        at = slice(width - len(seq), width) if left else slice(0, len(seq))
+        ids[row, at] = torch.as_tensor(seq, dtype=torch.long)
+        mask[row, at] = 1
     return ids, mask
 
 
