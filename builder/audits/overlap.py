@@ -100,7 +100,7 @@ def overlap_table(lang: str, pairs: Iterable[PairWords], *, spaced: bool, script
     A word's pieces are taken once, and the pairs are taken property by property with what is known of that
     property's concepts dropped before the next: what is looked up stays a property's handful of concepts, so a
     COMPS-size language's pairs cost each what a tenth's do (a memo of every concept and property seen grew out
-    of the processor's caches and made each pair 1.5x dearer at full size).
+    of the processor's caches, and each pair cost more at full size than at a tenth).
     """
     split: dict[str, _Split] = {}
     by_property: dict[str, list[PairWords]] = defaultdict(list)
