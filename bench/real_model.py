@@ -12,8 +12,8 @@ speed-ups are their seconds over ours, and the largest difference in nats is rep
 number of differing decisions. Beside them, the work ratio: lm-eval's multiply-adds of the weights
 over ours (its padded positions through the decoder and the whole output layer; ours through the
 decoder, and the output layer once per distinct prefix). Scoring is compute-bound on a CPU, so the
-work ratio is about the speed-up two equally efficient implementations would show. The machine's load average is printed: other work on it slows
-every timing alike. Ends with one line: BENCH real_model key=value ...
+work ratio is about the speed-up two equally efficient implementations would show. The machine's load
+average is printed: other work on it slows every timing alike. Ends with one line: BENCH real_model key=value ...
 """
 
 from __future__ import annotations

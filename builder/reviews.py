@@ -576,8 +576,8 @@ def _store(c: Connection, server: str, pulled: list[tuple[Annotation, bool]], ve
     What an annotation stays on was fixed at its first pull: the proposal of a translation (kept across a
     re-proposal), the version of a sentence pair or of an inflection table (`versioned`: the annotations whose table
     version is recorded). For the annotations seen before it is read back, and the drafts for all, in one query per
-    500; new rows go in together. A pull of 50,000 annotations
-    costs a few hundred statements, not several per annotation.
+    500; new rows go in together. A pull of 50,000 annotations costs a few hundred statements, not several per
+    annotation.
     """
     ra, sr, tr = t.review_annotations, t.sentence_reviews, t.table_reviews
     seen = [a.annotation_id for a, first in pulled if not first]
