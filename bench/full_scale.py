@@ -51,6 +51,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from itertools import pairwise
 from pathlib import Path
 
@@ -87,23 +88,35 @@ def shape(size: float) -> tuple[int, int, int]:
 # -- the workspace ------------------------------------------------------------------------------------------
 
 
+def words(size: float) -> tuple[list[str], list[str]]:
+    """The concepts and the properties at `size`."""
+    n_c, n_p, _ = shape(size)
+    return ([word(i) for i in range(n_c)],
+            [f"can {word(2 * i, PROPERTY_SYLLABLES, 4)} the {word(2 * i + 1, PROPERTY_SYLLABLES, 4)}" for i in range(n_p)])
+
+
+def comps_rows(size: float) -> Iterator[dict]:
+    """The COMPS-format pairs at `size`: each group's four negatives, a property's groups with windows apart, so
+    every sentence is in one group only."""
+    concepts, props = words(size)
+    n_c, n_p, n_g = shape(size)
+    for g in range(n_g):
+        p, k = g % n_p, g // n_p
+        a = (7 * p + WINDOW * k) % n_c
+        for j, neg in enumerate(("taxonomic", "overlap", "co-occurrence", "random")):
+            u = (a + 1 + j + 4 * (p % 3)) % n_c  # within the window
+            yield {"property": props[p], "acceptable_concept": concepts[a], "unacceptable_concept": concepts[u],
+                   "negative_sample_type": neg, "prefix_acceptable": f"a {concepts[a]}",
+                   "prefix_unacceptable": f"a {concepts[u]}", "property_phrase": f"{props[p]}.",
+                   "similarity": round((g * 37 + j) % 100 / 100, 2)}
+
+
 def seed_files(folder: Path, size: float) -> None:
     """COMPS-format pairs, concept categories, and German and Chinese expert seeds for every word."""
-    n_c, n_p, n_g = shape(size)
-    concepts = [word(i) for i in range(n_c)]
-    props = [f"can {word(2 * i, PROPERTY_SYLLABLES, 4)} the {word(2 * i + 1, PROPERTY_SYLLABLES, 4)}" for i in range(n_p)]
-    types = ("taxonomic", "overlap", "co-occurrence", "random")
+    concepts, props = words(size)
     folder.mkdir(parents=True)
     with (folder / "comps.jsonl").open("w", encoding="utf-8") as f:
-        for g in range(n_g):
-            p, k = g % n_p, g // n_p
-            a = (7 * p + WINDOW * k) % n_c  # a property's groups have windows apart: every sentence is in one group only
-            for j, neg in enumerate(types):
-                u = (a + 1 + j + 4 * (p % 3)) % n_c  # within the window
-                f.write(json.dumps({"property": props[p], "acceptable_concept": concepts[a], "unacceptable_concept": concepts[u],
-                                    "negative_sample_type": neg, "prefix_acceptable": f"a {concepts[a]}",
-                                    "prefix_unacceptable": f"a {concepts[u]}", "property_phrase": f"{props[p]}.",
-                                    "similarity": round((g * 37 + j) % 100 / 100, 2)}) + "\n")
+        f.writelines(json.dumps(row) + "\n" for row in comps_rows(size))
     with (folder / "concepts.csv").open("w", encoding="utf-8", newline="") as f:
         w = csv.writer(f)
         w.writerow(["concept", "category"])

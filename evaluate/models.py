@@ -185,12 +185,24 @@ def _info(model, name, source, revision, digest, device, dtype, batch_size, caps
     )
 
 
+def random_model(config, tokenizer: PreTrainedTokenizerBase, *, name: str, device: str | None = None,
+                 dtype: str | None = None, batch_size: int | None = None, seed: int = 0,
+                 caps: Capabilities | None = None) -> LoadedModel:
+    """Freshly initialised weights of `config`, made on the device itself: a model's speed without its weights (an
+    8B configuration on a GPU), and the random control that probes are compared with."""
+    caps = caps or detect_capabilities()
+    dev = choose_device(device, caps)
+    dt = choose_dtype(dtype, dev, caps)
+    torch.manual_seed(seed)
+    with torch.device(dev):
+        model = AutoModelForCausalLM.from_config(copy.deepcopy(config), dtype=DTYPES[dt]).eval()
+    return LoadedModel(model, tokenizer, _info(model, name, "control", None, None, dev, dt, batch_size, caps))
+
+
 def random_control(loaded: LoadedModel, seed: int = 0) -> LoadedModel:
     """The same architecture with freshly initialised weights: what probes find without training."""
-    torch.manual_seed(seed)
-    config = copy.deepcopy(loaded.model.config)
-    with torch.device(loaded.info.device):
-        model = AutoModelForCausalLM.from_config(config, dtype=DTYPES[loaded.info.dtype]).eval()
-    info = loaded.info.model_copy(update={"name": f"{loaded.info.name} (random init, seed {seed})", "source": "control",
-                                          "revision": None, "weights_sha256": None})
-    return LoadedModel(model, loaded.tokenizer, info)
+    info = loaded.info
+    control = random_model(loaded.model.config, loaded.tokenizer, name=f"{info.name} (random init, seed {seed})",
+                           device=info.device, dtype=info.dtype, seed=seed)
+    return LoadedModel(control.model, loaded.tokenizer, info.model_copy(update={
+        "name": control.info.name, "source": "control", "revision": None, "weights_sha256": None}))

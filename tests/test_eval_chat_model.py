@@ -140,3 +140,19 @@ def test_prompts_sharing_their_beginning_are_read_once_and_get_the_replies_they_
     # sampled replies come through the same cache, seeded
     assert (shared.generate(prompts, max_new_tokens=12, stage="test", temperature=1.0, seed=3)
             == shared.generate(prompts, max_new_tokens=12, stage="test", temperature=1.0, seed=3))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_the_packing_probe_takes_smollm2_in_either_precision_and_refuses_it_when_position_ids_are_dropped(dtype, monkeypatch):
+    """Packed, a text's states differ from its states alone by rounding only (0.03 of their norm in bfloat16, which the
+    probe once refused, so bfloat16 scoring ran one text per row); with its positions taken from the row, by far more."""
+    loaded = load_model(gguf_path(), device="cpu", dtype=dtype)
+    assert Scorer(loaded).packs
+    body = loaded.model.base_model
+    forward = body.forward
+
+    def row_positions(*args, position_ids=None, **kwargs):  # as a model that numbers a row's tokens itself
+        return forward(*args, **kwargs)
+
+    monkeypatch.setattr(body, "forward", row_positions)
+    assert not Scorer(loaded).packs
