@@ -112,7 +112,7 @@ def part_smollm2(args, tmp: Path) -> dict:
 
     data = release_data(args.release, tmp)
     gguf = args.gguf or None
-    print(f"{len(data.pairs)} pairs and {len(data.m2c)} M2C tests; SmolLM2 bf16 on the GPU, every method ...", flush=True)
+    print(f"{len(data.pairs)} pairs and {len(data.m2c)} M2C tests; SmolLM2 bf16 on the GPU: {args.methods} ...", flush=True)
     started = time.perf_counter()
     bf16 = load_model(gguf, device=DEVICE, dtype="bfloat16", log=print)
     items, seconds = evaluate_timed(data, bf16, args.methods.split(","), tmp / "bf16")
@@ -183,7 +183,7 @@ def part_large(args, tmp: Path) -> dict:
     loaded = large_model(tokenizer_dir(args))
     built = time.perf_counter() - started
     print(f"8B-shaped model: {loaded.info.n_params / 1e9:.2f}B parameters, made in {built:.1f} s, batch "
-          f"{loaded.info.batch_size}; every method on the demo release ...", flush=True)
+          f"{loaded.info.batch_size}; {args.methods} on the demo release ...", flush=True)
     _, seconds = evaluate_timed(data, loaded, args.methods.split(","), tmp / "large")
     total = sum(seconds.values())
     print(f"  {total:.1f} s (" + ", ".join(f"{m} {s:.1f} s" for m, s in seconds.items()) + f"), GPU peak {gpu_peak_gib():.1f} GiB",
