@@ -201,8 +201,7 @@ def random_model(config, tokenizer: PreTrainedTokenizerBase, *, name: str, devic
 
 def random_control(loaded: LoadedModel, seed: int = 0) -> LoadedModel:
     """The same architecture with freshly initialised weights: what probes find without training."""
-    info = loaded.info
-    control = random_model(loaded.model.config, loaded.tokenizer, name=f"{info.name} (random init, seed {seed})",
-                           device=info.device, dtype=info.dtype, seed=seed)
-    return LoadedModel(control.model, loaded.tokenizer, info.model_copy(update={
-        "name": control.info.name, "source": "control", "revision": None, "weights_sha256": None}))
+    info, name = loaded.info, f"{loaded.info.name} (random init, seed {seed})"
+    model = random_model(loaded.model.config, loaded.tokenizer, name=name, device=info.device, dtype=info.dtype, seed=seed).model
+    return LoadedModel(model, loaded.tokenizer, info.model_copy(update={"name": name, "source": "control", "revision": None,
+                                                                        "weights_sha256": None}))
