@@ -2,7 +2,8 @@
 one) or a Hub id.
 
 Device, dtype and batch size are chosen automatically from what the machine offers (pure functions
-of its capabilities, so the GPU choice is testable anywhere) and can be overridden. Results must
+of its capabilities, so the GPU choice is testable anywhere) and can be overridden. On a CPU the
+model's linear layers run through oneDNN (`evaluate.onednn`). Results must
 name exactly which weights were scored: a Hub model records its commit, a local one the sha256 of
 its weight files, a GGUF file also its own sha256 (it is converted once, `evaluate.gguf`).
 """
@@ -21,7 +22,7 @@ from pydantic import BaseModel, ConfigDict
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenizerBase
 
 from builder.default_model import gguf_path
-from evaluate import gguf
+from evaluate import gguf, onednn
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 DTYPE_ALIASES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16", "half": "float16"}
@@ -164,6 +165,8 @@ def load_model(name_or_path: str | Path | None = None, *, device: str | None = N
     if not tokenizer.is_fast:
         raise ValueError(f"{name_or_path}: scoring needs a fast tokenizer (character offsets)")
     model = AutoModelForCausalLM.from_pretrained(folder, dtype=DTYPES[dt]).to(dev).eval()
+    if dev == "cpu":
+        onednn.route_linears(model)
     info = _info(model, str(name_or_path), source, commit, weights_sha256(folder) if source == "local" else None,
                  dev, dt, batch_size, caps)
     if conversion:
@@ -196,6 +199,8 @@ def random_model(config, tokenizer: PreTrainedTokenizerBase, *, name: str, devic
     torch.manual_seed(seed)
     with torch.device(dev):
         model = AutoModelForCausalLM.from_config(copy.deepcopy(config), dtype=DTYPES[dt]).eval()
+    if dev == "cpu":
+        onednn.route_linears(model)
     return LoadedModel(model, tokenizer, _info(model, name, "control", None, None, dev, dt, batch_size, caps))
 
 

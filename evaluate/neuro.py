@@ -29,8 +29,6 @@ plus |w|² / 2C, intercept unpenalised); samples are weighted by how many pairs 
 
 from __future__ import annotations
 
-import ctypes
-import gc
 import hashlib
 import json
 import os
@@ -515,19 +513,15 @@ class Neuro:
         """Language by language, so the disk holds one language's hidden states at a time."""
         pooling, results, left_out = ctx.options.probe_pooling, [], []
         models = {"probe": ctx.loaded, "control": random_control(ctx.loaded, ctx.options.control_seed)}
-        try:
-            for lang, sub in pairs.groupby("lang", sort=True):
-                texts = list(pd.unique(pd.concat([sub["acceptable_sentence"], sub["unacceptable_sentence"]])))
-                where = ctx.work_dir / "hidden" / lang
-                stores = extract_hidden(models, ctx.scorer, texts, where, pooling=pooling,
-                                        progress=lambda d, t, lang=lang: ctx.progress(f"neuro {lang}: hidden states", d, t))
-                done, short = probe_language(stores, sub, ctx.options,
-                                             lambda d, t, lang=lang: ctx.progress(f"neuro {lang}: probes", d, t))
-                results, left_out = results + done, left_out + short
-                shutil.rmtree(where)
-        finally:
-            del models  # the control's weights are not needed beyond this method
-            _release_memory()
+        for lang, sub in pairs.groupby("lang", sort=True):
+            texts = list(pd.unique(pd.concat([sub["acceptable_sentence"], sub["unacceptable_sentence"]])))
+            where = ctx.work_dir / "hidden" / lang
+            stores = extract_hidden(models, ctx.scorer, texts, where, pooling=pooling,
+                                    progress=lambda d, t, lang=lang: ctx.progress(f"neuro {lang}: hidden states", d, t))
+            done, short = probe_language(stores, sub, ctx.options,
+                                         lambda d, t, lang=lang: ctx.progress(f"neuro {lang}: probes", d, t))
+            results, left_out = results + done, left_out + short
+            shutil.rmtree(where)
         return summarise(results, pairs, left_out)
 
     def report(self, page: Page) -> list[str]:
@@ -549,23 +543,6 @@ class Neuro:
             lines += ["Not probed (too few sentence groups; `--probe-groups pair` groups folds by pair instead):", "",
                       table(left_out), ""]
         return lines
-
-
-try:
-    _LIBC = ctypes.CDLL("libc.so.6")
-except OSError:  # not glibc (macOS, Windows, musl): nothing to trim
-    _LIBC = None
-
-
-def _release_memory() -> None:
-    """Give freed memory back: the control's weights and extraction's buffers would otherwise stay resident in the
-    C allocator's heap (glibc keeps freed pages unless asked to trim them)."""
-    gc.collect()
-    if torch.cuda.is_available():
-        torch.cuda.empty_cache()
-    trim = getattr(_LIBC, "malloc_trim", None)
-    if trim is not None:
-        trim(0)
 
 
 register(Neuro())

@@ -15,11 +15,14 @@ and never scores anything twice.
 
 from __future__ import annotations
 
+import ctypes
+import gc
 import json
 import shutil
 from pathlib import Path
 
 import pandas as pd
+import torch
 
 from builder.llm.config import LLMSettings
 from builder.version import code_version
@@ -52,6 +55,24 @@ def _save_part(folder: Path, config: RunConfig, out: MethodOutput) -> None:
         write_parquet(folder / f"{name}.parquet", table)
     write_json(folder / "done.json", {"config": config.fingerprint(), "scores": [s.model_dump() for s in out.scores],
                                       "tables": sorted(out.tables)})
+
+
+try:
+    _LIBC = ctypes.CDLL("libc.so.6")
+except OSError:  # not glibc (macOS, Windows, musl): nothing to trim
+    _LIBC = None
+
+
+def release_memory() -> None:
+    """Give back what a finished method freed, before the next one runs: glibc keeps freed pages in its heaps (one
+    per thread that allocated, oneDNN's workers included) unless asked to trim them, and the next method's peak
+    (neuro's random control) would come on top of them."""
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+    trim = getattr(_LIBC, "malloc_trim", None)
+    if trim is not None:
+        trim(0)
 
 
 NEEDS_SCORES = ("direct",)
@@ -113,6 +134,7 @@ def run_evaluation(pairs: pd.DataFrame, dataset: DatasetInfo, loaded: LoadedMode
         out = _load_part(folder, config)
         if out is None:
             out = method.run(ctx, pairs)
+            release_memory()
             _save_part(folder, config, out)
         ctx.outputs[method.name] = out
         items.append(out.items)
