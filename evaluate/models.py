@@ -3,9 +3,9 @@ one) or a Hub id.
 
 Device, dtype and batch size are chosen automatically from what the machine offers (pure functions
 of its capabilities, so the GPU choice is testable anywhere) and can be overridden. On a CPU the
-model's linear layers run through oneDNN (`evaluate.onednn`). Results must
-name exactly which weights were scored: a Hub model records its commit, a local one the sha256 of
-its weight files, a GGUF file also its own sha256 (it is converted once, `evaluate.gguf`).
+model's linear layers run through oneDNN (`evaluate.onednn`). Results must name exactly which
+weights were scored: a Hub model records its commit, a local one the sha256 of its weight files, a
+GGUF file also its own sha256 (it is converted once, `evaluate.gguf`).
 """
 
 from __future__ import annotations

@@ -6,9 +6,8 @@ GFLOPS on two cores against 440-480 for oneDNN, which ships in the same wheels a
 by instruction set alone (`bench/cpu_linear.py`: SmolLM2's layers 1.9x faster, its scoring 1.9x,
 its generation 1.7x). Only a single row through a small layer is slower (a call's fixed cost), and
 the output layer more than makes up for it. Both compute the same float32 products, added in
-another order. Half-precision linears
-already run through oneDNN. A routed layer falls back to `F.linear` whenever autograd records, so a
-model can still be trained.
+another order. Half-precision linears already run through oneDNN. A routed layer falls back to
+`F.linear` whenever autograd records, so a model can still be trained.
 """
 
 from __future__ import annotations

@@ -63,7 +63,7 @@ except OSError:  # not glibc (macOS, Windows, musl): nothing to trim
     _LIBC = None
 
 
-def release_memory() -> None:
+def _release_memory() -> None:
     """Give back what a finished method freed, before the next one runs: glibc keeps freed pages in its heaps (one
     per thread that allocated, oneDNN's workers included) unless asked to trim them, and the next method's peak
     (neuro's random control) would come on top of them."""
@@ -134,7 +134,7 @@ def run_evaluation(pairs: pd.DataFrame, dataset: DatasetInfo, loaded: LoadedMode
         out = _load_part(folder, config)
         if out is None:
             out = method.run(ctx, pairs)
-            release_memory()
+            _release_memory()
             _save_part(folder, config, out)
         ctx.outputs[method.name] = out
         items.append(out.items)
