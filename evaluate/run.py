@@ -65,8 +65,8 @@ except OSError:  # not glibc (macOS, Windows, musl): nothing to trim
 
 def _release_memory() -> None:
     """Give back what a finished method freed, before the next one runs: glibc keeps freed pages in its heaps (one
-    per thread that allocated, oneDNN's workers included) unless asked to trim them, and the next method's peak
-    (neuro's random control) would come on top of them."""
+    per thread that allocated) unless asked to trim them, and the next method's peak (neuro's random control)
+    would come on top of them."""
     gc.collect()
     if torch.cuda.is_available():
         torch.cuda.empty_cache()
