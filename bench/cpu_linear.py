@@ -40,7 +40,7 @@ def best_of(layer: torch.nn.Linear, x: torch.Tensor, n: int) -> float:
 
 def shapes() -> dict[str, float]:
     """Seconds per shape and rows, both ways; printed as GFLOPS."""
-    from evaluate.onednn import OneDnnLinear
+    from evaluate.onednn import route_linears
 
     out = {"mkl": 0.0, "onednn": 0.0}
     g = torch.Generator().manual_seed(0)
@@ -50,7 +50,7 @@ def shapes() -> dict[str, float]:
                 x = torch.randn(m, k, generator=g)
                 layer = torch.nn.Linear(k, n)
                 plain = best_of(layer, x, 20)
-                layer.__class__ = OneDnnLinear
+                route_linears(layer)
                 routed = best_of(layer, x, 20)
                 out["mkl"], out["onednn"] = out["mkl"] + plain, out["onednn"] + routed
                 flops = 2 * m * k * n
@@ -60,11 +60,15 @@ def shapes() -> dict[str, float]:
 
 
 def route(model, routed: bool) -> None:
-    from evaluate.onednn import OneDnnLinear
+    """The model's linear layers through oneDNN, as `load_model` leaves them, or set back to plain `Linear`."""
+    from evaluate.onednn import OneDnnLinear, route_linears
 
+    if routed:
+        route_linears(model)
+        return
     for m in model.modules():
-        if isinstance(m, torch.nn.Linear):
-            m.__class__ = OneDnnLinear if routed else torch.nn.Linear
+        if type(m) is OneDnnLinear:
+            m.__class__ = torch.nn.Linear
 
 
 def main() -> None:
