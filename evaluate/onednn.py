@@ -8,13 +8,25 @@ its generation 1.7x). Only a single row through a small layer is slower (a call'
 the output layer more than makes up for it. Both compute the same float32 products, added in
 another order. Half-precision linears already run through oneDNN. A routed layer falls back to
 `F.linear` whenever autograd records, so a model can still be trained.
+
+Every input shape makes a primitive, and two caches keep up to 1,024 of them each: oneDNN's own
+(`ONEDNN_PRIMITIVE_CACHE_CAPACITY`) and that of ideep, PyTorch's layer over it (`LRU_CACHE_CAPACITY`),
+about 0.3 MiB per shape in each for SmolLM2's 576 -> 1536 layer and more for its output layer.
+Packed scoring gives nearly every batch a new width, so meta on the demo release kept some 450 MiB
+in them. Both are capped at `PRIMITIVE_CACHE` unless the environment sets them. They are read once,
+when the first primitive is made, so `available` sets them before it makes one; a process that ran
+oneDNN before keeps the capacities it started with.
 """
 
 from __future__ import annotations
 
+import os
 from functools import cache
 
 import torch
+
+PRIMITIVE_CACHE = 64  # the shapes of a generation batch's steps are all reused; a scoring batch's are not
+CACHE_CAPACITIES = ("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "LRU_CACHE_CAPACITY")
 
 
 def _onednn(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
@@ -37,6 +49,8 @@ def available() -> bool:
     """Whether this PyTorch has oneDNN's linear and it gives `F.linear`'s products (checked once, on a small case)."""
     if not torch.backends.mkldnn.is_available():
         return False
+    for cache_capacity in CACHE_CAPACITIES:
+        os.environ.setdefault(cache_capacity, str(PRIMITIVE_CACHE))
     g = torch.Generator().manual_seed(0)
     x, w, b = (torch.randn(*shape, generator=g) for shape in ((3, 5, 64), (48, 64), (48,)))
     try:

@@ -3,7 +3,11 @@ oneDNN kernel really taken (seen by the profiler), and anything that is not floa
 
 from __future__ import annotations
 
+import os
 import platform
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -91,3 +95,41 @@ def test_a_cpu_model_loads_routed_and_scores_as_the_plain_model_does(toy_dir):
     routed_scores, plain_scores = Scorer(loaded).score(texts), Scorer(plain).score(texts)
     for key in texts:
         np.testing.assert_allclose(routed_scores[key].logprobs, plain_scores[key].logprobs, rtol=0, atol=1e-5)
+
+
+SHAPES_SCRIPT = """
+import ctypes, re, sys
+from pathlib import Path
+import torch
+from evaluate import onednn
+
+def resident_mib():
+    return int(re.search(r"^VmRSS:\\s+(\\d+)", Path("/proc/self/status").read_text(), re.M).group(1)) / 1024
+
+assert onednn.available()
+layer = torch.nn.Linear(576, 1536)
+onednn.route_linears(torch.nn.Sequential(layer))
+with torch.inference_mode():
+    layer(torch.randn(1, 576))
+    start = resident_mib()
+    for rows in range(2, 602):  # a new input shape each call, as packed scoring makes them
+        layer(torch.randn(rows, 576))
+ctypes.CDLL("libc.so.6").malloc_trim(0)
+print(resident_mib() - start)
+"""
+
+
+def memory_kept_by_shapes(**env: str) -> float:
+    """MiB a fresh process keeps after a routed layer has run 600 input shapes (freed memory given back first)."""
+    environ = {k: v for k, v in os.environ.items() if k not in onednn.CACHE_CAPACITIES}
+    done = subprocess.run([sys.executable, "-c", SHAPES_SCRIPT], capture_output=True, text=True, check=True,
+                          env={**environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent), **env})
+    return float(done.stdout)
+
+
+@pytest.mark.skipif(platform.system() != "Linux", reason="reads /proc and calls glibc's malloc_trim")
+def test_caches_of_input_shapes_are_capped_unless_the_environment_sets_them():
+    capped = memory_kept_by_shapes()
+    libraries_default = memory_kept_by_shapes(**dict.fromkeys(onednn.CACHE_CAPACITIES, "1024"))
+    # About 0.3 MiB per shape in each of the two caches: some 350 MiB kept at the libraries' capacity of 1,024.
+    assert capped < 100 < 200 < libraries_default, (capped, libraries_default)
