@@ -23,6 +23,10 @@ every layer x fold needs a probe, so the probes of a set are solved together wit
 algebra (on every core): each sample's standardised features in an orthonormal basis that holds the
 training rows (a Cholesky basis of their Gram matrix when there are fewer rows than features, so at
 most n + 1 parameters; the features themselves otherwise), then damped Newton steps to convergence.
+On the features themselves, the standardised copy a fit would need is never made: the Newton steps'
+products are taken with the raw features a block of rows at a time and standardised after, and fits are
+solved in groups within half the set's layer (one by one, in practice), so a large set's working memory
+is about one fit's p x p matrices.
 The objective is scikit-learn's `LogisticRegression(C)` with sample weights (the weighted log-loss
 plus |w|² / 2C, intercept unpenalised); samples are weighted by how many pairs use them.
 """
@@ -281,11 +285,11 @@ def training_rows(train: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def coordinates(X: torch.Tensor, idx: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
-    """[fits, n, d]: every sample's features standardised with each fit's training rows (`idx`, where `valid`), in
-    d = min(training rows, features) coordinates that keep every inner product with a training row, so that a
-    linear probe on them is one on the features with the same penalty |w|². A column constant on the training
-    rows is centred and left unscaled, as scikit-learn's StandardScaler leaves it. float32, like the float16
-    states they come from."""
+    """[fits, n, m]: every sample's features standardised with each fit's training rows (`idx`, where `valid`), in
+    the m < features coordinates of a Cholesky basis of the training rows, which keep every inner product with a
+    training row, so that a linear probe on them is one on the features with the same penalty |w|². A column
+    constant on the training rows is centred and left unscaled, as scikit-learn's StandardScaler leaves it. float32,
+    like the float16 states they come from."""
     v = valid.to(X.dtype)
     count = v.sum(1, keepdim=True)
     rows = X[idx]  # [fits, m, p]
@@ -293,8 +297,6 @@ def coordinates(X: torch.Tensor, idx: torch.Tensor, valid: torch.Tensor) -> torc
     std = ((v[..., None] * (rows - mean[:, None]) ** 2).sum(1) / count).sqrt()
     std = torch.where(std > 0, std, torch.ones_like(std))
     Z = (X[None] - mean[:, None]) / std[:, None]  # [fits, n, p]
-    if idx.shape[1] >= X.shape[1]:  # no fewer training rows than features: the features are such coordinates
-        return Z
     Zt = Z.gather(1, idx[..., None].expand(-1, -1, Z.shape[-1])) * v[..., None]
     K = Z @ Zt.transpose(1, 2)  # [fits, n, m]: inner products with the training rows, in a Cholesky basis of theirs
     Ktt = K.gather(1, idx[..., None].expand(-1, -1, K.shape[-1])) * v[..., None]
@@ -308,52 +310,113 @@ def coordinates(X: torch.Tensor, idx: torch.Tensor, valid: torch.Tensor) -> torc
     return torch.linalg.solve_triangular(L, K.transpose(1, 2), upper=False).transpose(1, 2)
 
 
-def logistic_fit(design: torch.Tensor, labels: torch.Tensor, weights: torch.Tensor, C: float) -> torch.Tensor:
-    """Each problem's L2 logistic regression, [..., d + 1] (coefficients, then the intercept), by damped Newton
-    steps in float64 on all problems at once; design [..., m, d] holds the training rows' coordinates, labels and
-    weights [..., m] theirs (weight 0: padding)."""
-    X = torch.cat([design, torch.ones_like(design[..., :1])], -1).to(torch.float64)
+class Coordinates:
+    """A design held whole, [..., n, d] plus the intercept's column, in float64: the Cholesky coordinates of sets with
+    fewer training rows than features, which are small."""
+
+    def __init__(self, phi: torch.Tensor) -> None:
+        self.X = torch.cat([phi, torch.ones_like(phi[..., :1])], -1).to(torch.float64)
+
+    def grad_hess(self, r: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return (self.X.mT @ r[..., None])[..., 0], self.X.mT @ (self.X * v[..., None])
+
+    def apply(self, direction: torch.Tensor) -> torch.Tensor:
+        return (self.X @ direction[..., None])[..., 0]
+
+
+class StandardisedFeatures:
+    """One layer's features [n, p] as the design of every fit, each standardised with its training rows' mean and
+    deviation (unweighted, as StandardScaler; a constant column centred and left unscaled), plus the intercept's
+    column: the regime of no fewer training rows than features. The standardised copy per fit ([fits, n, p], the
+    largest tensor there would be) is never formed: products are taken with the raw features in float64 blocks of
+    `CHUNK_BYTES`, over each fit's own training rows, and standardised after, as p-sized vectors and p x p matrices."""
+
+    def __init__(self, X: np.ndarray, train: np.ndarray) -> None:
+        n, p = X.shape
+        self.X, self.n, self.p = torch.as_tensor(X), n, p
+        self.step = max(1, CHUNK_BYTES // (8 * p))
+        self.rows = [torch.as_tensor(np.flatnonzero(t)) for t in train]
+        self.mean = torch.stack([sum(Xc.sum(0) for _, Xc in self._blocks(rows)) / len(rows) for rows in self.rows])
+        var = torch.stack([sum(((Xc - mu) ** 2).sum(0) for _, Xc in self._blocks(rows)) / len(rows)
+                           for rows, mu in zip(self.rows, self.mean)])
+        self.std = torch.where(var > 0, var.sqrt(), torch.ones_like(var))
+
+    def _blocks(self, rows: torch.Tensor):
+        for i in range(0, len(rows), self.step):
+            yield rows[i : i + self.step], self.X[rows[i : i + self.step]].to(torch.float64)
+
+    def grad_hess(self, r: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        p = self.p
+        g = torch.zeros(len(r), p + 1, dtype=torch.float64)
+        H = torch.zeros(len(r), p + 1, p + 1, dtype=torch.float64)
+        for f, (rows, mu, sd) in enumerate(zip(self.rows, self.mean, self.std)):
+            S, xv, xr = torch.zeros(p, p, dtype=torch.float64), torch.zeros(p, dtype=torch.float64), torch.zeros(p, dtype=torch.float64)
+            for at, Xc in self._blocks(rows):
+                S.addmm_(Xc.T, Xc * v[f, at, None])
+                xv += v[f, at] @ Xc
+                xr += r[f, at] @ Xc
+            vs, rs = v[f, rows].sum(), r[f, rows].sum()
+            H[f, :p, :p] = (S - torch.outer(xv, mu) - torch.outer(mu, xv) + vs * torch.outer(mu, mu)) / torch.outer(sd, sd)
+            H[f, :p, p] = H[f, p, :p] = (xv - vs * mu) / sd
+            H[f, p, p] = vs
+            g[f, :p], g[f, p] = (xr - rs * mu) / sd, rs
+        return g, H
+
+    def apply(self, direction: torch.Tensor) -> torch.Tensor:
+        w = direction[:, : self.p] / self.std
+        out = (direction[:, self.p] - (w * self.mean).sum(-1))[:, None].repeat(1, self.n)
+        for at, Xc in self._blocks(torch.arange(self.n)):
+            out[:, at] += w @ Xc.T
+        return out
+
+
+STEPS = 2.0 ** -torch.arange(0, 12, 1.5, dtype=torch.float64)  # 1, 0.35, 0.125, ...: the first that does not raise the loss
+
+
+def logistic_decisions(design: Coordinates | StandardisedFeatures, labels: torch.Tensor, weights: torch.Tensor,
+                       C: float) -> torch.Tensor:
+    """[..., n] decision values of each problem's L2 logistic regression on its design (d features and an intercept),
+    by damped Newton steps in float64 on all problems at once; labels [n], weights [..., n] (weight 0: a row that does
+    not shape the fit, a held-out one, which still gets its decision value)."""
     s, y = weights.to(torch.float64), labels.to(torch.float64)
-    d = X.shape[-1] - 1
+    d = design.X.shape[-1] - 1 if isinstance(design, Coordinates) else design.p
     ridge = torch.cat([torch.full((d,), 1.0 / C, dtype=torch.float64), torch.zeros(1, dtype=torch.float64)])
-    theta = torch.zeros(*X.shape[:-2], d + 1, dtype=torch.float64)
-    f = torch.zeros(X.shape[:-1], dtype=torch.float64)
+    theta = torch.zeros(*s.shape[:-1], d + 1, dtype=torch.float64)
+    f = torch.zeros_like(s)
 
     def loss(f: torch.Tensor, th: torch.Tensor) -> torch.Tensor:
-        return (s[..., None, :] * (torch.nn.functional.softplus(f) - y[..., None, :] * f)).sum(-1) + 0.5 * (ridge * th * th).sum(-1)
+        return (s * (torch.nn.functional.softplus(f) - y * f)).sum(-1) + 0.5 * (ridge * th * th).sum(-1)
 
-    current = loss(f[..., None, :], theta[..., None, :])[..., 0]
+    current = loss(f, theta)
     tol = NEWTON_TOL * s.sum(-1).clamp(min=1.0)
-    steps = 2.0 ** -torch.arange(0, 12, 1.5, dtype=torch.float64)  # 1, 0.35, 0.125, ...: the first that does not raise the loss
     for _ in range(NEWTON_STEPS):
-        p = torch.sigmoid(f)
-        grad = (X.transpose(-1, -2) @ (s * (p - y))[..., None])[..., 0] + ridge * theta
+        prob = torch.sigmoid(f)
+        g, H = design.grad_hess(s * (prob - y), s * prob * (1 - prob))
+        grad = g + ridge * theta
         if bool((grad.abs().amax(-1) <= tol).all()):
             break
-        hess = X.transpose(-1, -2) @ (X * (s * p * (1 - p))[..., None]) + torch.diag(ridge + 1e-12)
-        direction = torch.cholesky_solve(grad[..., None], torch.linalg.cholesky(hess))[..., 0]
-        moved = (X @ direction[..., None])[..., 0]
-        tried = loss(f[..., None, :] - steps[:, None] * moved[..., None, :],
-                     theta[..., None, :] - steps[:, None] * direction[..., None, :])
+        direction = torch.cholesky_solve(grad[..., None], torch.linalg.cholesky(H + torch.diag(ridge + 1e-12)))[..., 0]
+        moved = design.apply(direction)
+        tried = torch.stack([loss(f - step * moved, theta - step * direction) for step in STEPS], -1)
         ok = tried <= current[..., None] * (1 + 1e-12)  # rounding near the optimum is no rise
-        first = torch.where(ok.any(-1), ok.to(torch.int8).argmax(-1), len(steps))
-        step = torch.cat([steps, torch.zeros(1, dtype=torch.float64)])[first]
+        first = torch.where(ok.any(-1), ok.to(torch.int8).argmax(-1), len(STEPS))
+        step = torch.cat([STEPS, torch.zeros(1, dtype=torch.float64)])[first]
         theta = theta - step[..., None] * direction
         f = f - step[..., None] * moved
-        current = torch.minimum(current, tried.gather(-1, first.clamp(max=len(steps) - 1)[..., None])[..., 0])
-    return theta
+        current = torch.minimum(current, tried.gather(-1, first.clamp(max=len(STEPS) - 1)[..., None])[..., 0])
+    return f
 
 
 def probe_decisions(layers: list[np.ndarray], train: np.ndarray, labels: np.ndarray, weights: np.ndarray,
                     C: float) -> np.ndarray:
     """[layers, fits, n] decision values of every sample under each layer's and fit's probe, trained on the fit's
     rows of `train` [fits, n]."""
+    s, y = torch.as_tensor(train * weights), torch.as_tensor(labels)
+    if train.sum(1).max() >= layers[0].shape[1]:  # no fewer training rows than features: the features themselves
+        return np.stack([logistic_decisions(StandardisedFeatures(X, train), y, s, C).numpy() for X in layers])
     idx, valid = training_rows(train)
-    phi = torch.stack([coordinates(torch.as_tensor(X), idx, valid) for X in layers])  # [layers, fits, n, d]
-    design = phi.gather(2, idx[None, ..., None].expand(len(layers), -1, -1, phi.shape[-1]))
-    theta = logistic_fit(design, torch.as_tensor(labels)[idx].expand(design.shape[:-1]),
-                         (torch.as_tensor(weights)[idx] * valid).expand(design.shape[:-1]), C)
-    return ((phi.to(torch.float64) @ theta[..., :-1, None])[..., 0] + theta[..., -1:]).numpy()
+    phi = torch.stack([coordinates(torch.as_tensor(X), idx, valid) for X in layers])  # [layers, fits, n, m]
+    return logistic_decisions(Coordinates(phi), y, s.expand(len(layers), -1, -1), C).numpy()
 
 
 def weighted_f1(decision: np.ndarray, labels: np.ndarray, weights: np.ndarray, held_out: np.ndarray) -> np.ndarray:
@@ -385,25 +448,42 @@ class ProbeResult:
         return min(counts, key=lambda layer: (-counts[layer], layer))
 
 
+def fit_bytes(n: int, features: int, train_rows: int) -> int:
+    """One fit's working tensors at one layer: its Hessian and Cholesky factor and a few vectors over the samples on
+    the features themselves; its coordinates, their float64 copy and their products in the Cholesky basis."""
+    if train_rows >= features:
+        return 8 * (3 * (features + 1) ** 2 + 12 * n)
+    return 8 * n * (features + 6 * (train_rows + 1))
+
+
 def probe(store: HiddenStore, ps: ProbeSet, plan: FoldPlan, C: float, model: str) -> ProbeResult:
     """Every layer's and fold's probe on one probe set, and the layer choice by nested cross-validation. Outer and
     inner fits are solved apart (their training rows differ in number), in groups of fits and of layers as large as
-    `PROBE_BYTES` of working tensors hold, so that memory stays bounded however many samples a set has."""
+    `PROBE_BYTES` of working tensors hold, so that memory stays bounded however many samples a set has. Of each
+    group's decision values only the F1s and the outer fits' held-out values are kept."""
     n, k = len(ps.labels), plan.k
-    per_fit = 8 * n * (store.hidden + 6 * (min(n, store.hidden) + 1))  # one fit's working tensors at one layer
-    size = max(1, PROBE_BYTES // per_fit)
-    groups = [np.arange(a, min(a + size, end)) for start, end in ((0, k), (k, len(plan.train))) for a in range(start, end, size)]
-    at_once = max(1, PROBE_BYTES // (per_fit * max(map(len, groups))))
-    decision = []
+    groups = []
+    for start, end in ((0, k), (k, len(plan.train))):
+        train_rows = int(plan.train[start:end].sum(1).max())
+        per_fit = fit_bytes(n, store.hidden, train_rows)
+        # On the features, fits are solved one by one anyway: working tensors stay within half the set's layer.
+        budget = PROBE_BYTES if train_rows < store.hidden else min(PROBE_BYTES, 2 * n * store.hidden)
+        size = max(1, budget // per_fit)
+        groups += [(np.arange(a, min(a + size, end)), budget // (per_fit * min(size, end - a) + 4 * n * store.hidden))
+                   for a in range(start, end, size)]
+    at_once = max(1, min(layers for _, layers in groups))  # layers read at once: their float32 rows and a group each
+    f1 = np.empty((store.n_layers, len(plan.train)))
+    outer = np.empty((store.n_layers, n))  # each sample's decision value under the outer fit that holds it out
     for lo in range(0, store.n_layers, at_once):
         layers = [store.read(layer, ps.rows) for layer in range(lo, min(lo + at_once, store.n_layers))]
-        decision.append(np.concatenate([probe_decisions(layers, plan.train[g], ps.labels, ps.weights, C) for g in groups], 1))
-    decision = np.concatenate(decision)  # [layers, fits, n]
-    f1 = weighted_f1(decision, ps.labels, ps.weights, plan.held_out)  # [layers, fits]
+        for fits, _ in groups:
+            decision = probe_decisions(layers, plan.train[fits], ps.labels, ps.weights, C)  # [layers, fits, n]
+            f1[lo : lo + len(layers), fits] = weighted_f1(decision, ps.labels, ps.weights, plan.held_out[fits])
+            for j in np.flatnonzero(fits < k):
+                held_out = plan.fold == fits[j]
+                outer[lo : lo + len(layers), held_out] = decision[:, j, held_out]
     chosen = np.array([int(np.argmax(f1[:, plan.inner(o)].mean(1))) for o in range(k)])
-    held = np.zeros(n)
-    for o in range(k):
-        held[plan.fold == o] = decision[chosen[o], o, plan.fold == o]
+    held = outer[chosen[plan.fold], np.arange(n)]
     return ProbeResult(model, ps, f1[:, :k], chosen, f1[chosen, np.arange(k)], held)
 
 
