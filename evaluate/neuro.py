@@ -315,7 +315,7 @@ class Coordinates:
     fewer training rows than features, which are small."""
 
     def __init__(self, phi: torch.Tensor) -> None:
-        self.X = torch.cat([phi, torch.ones_like(phi[..., :1])], -1).to(torch.float64)
+        self.X, self.p = torch.cat([phi, torch.ones_like(phi[..., :1])], -1).to(torch.float64), phi.shape[-1]
 
     def grad_hess(self, r: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         return (self.X.mT @ r[..., None])[..., 0], self.X.mT @ (self.X * v[..., None])
@@ -375,11 +375,11 @@ STEPS = 2.0 ** -torch.arange(0, 12, 1.5, dtype=torch.float64)  # 1, 0.35, 0.125,
 
 def logistic_decisions(design: Coordinates | StandardisedFeatures, labels: torch.Tensor, weights: torch.Tensor,
                        C: float) -> torch.Tensor:
-    """[..., n] decision values of each problem's L2 logistic regression on its design (d features and an intercept),
+    """[..., n] decision values of each problem's L2 logistic regression on its design (p features and an intercept),
     by damped Newton steps in float64 on all problems at once; labels [n], weights [..., n] (weight 0: a row that does
     not shape the fit, a held-out one, which still gets its decision value)."""
     s, y = weights.to(torch.float64), labels.to(torch.float64)
-    d = design.X.shape[-1] - 1 if isinstance(design, Coordinates) else design.p
+    d = design.p
     ridge = torch.cat([torch.full((d,), 1.0 / C, dtype=torch.float64), torch.zeros(1, dtype=torch.float64)])
     theta = torch.zeros(*s.shape[:-1], d + 1, dtype=torch.float64)
     f = torch.zeros_like(s)
