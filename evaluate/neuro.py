@@ -466,7 +466,8 @@ def probe(store: HiddenStore, ps: ProbeSet, plan: FoldPlan, C: float, model: str
     for start, end in ((0, k), (k, len(plan.train))):
         train_rows = int(plan.train[start:end].sum(1).max())
         per_fit = fit_bytes(n, store.hidden, train_rows)
-        # On the features, fits are solved one by one anyway: working tensors stay within half the set's layer.
+        # On the features, each fit's products are taken one by one, so larger groups gain nothing: they stay
+        # within half the set's layer.
         budget = PROBE_BYTES if train_rows < store.hidden else min(PROBE_BYTES, 2 * n * store.hidden)
         size = max(1, budget // per_fit)
         groups += [(np.arange(a, min(a + size, end)), budget // (per_fit * min(size, end - a) + 4 * n * store.hidden))
