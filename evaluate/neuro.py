@@ -54,7 +54,7 @@ from evaluate.models import LoadedModel, random_control
 from evaluate.reporting import EXCLUDED_FROM_TYPOLOGY, Page, joined, plt, table
 from evaluate.scoring import ENCODE_CHUNK, Scorer, length_batches, pad_batch
 
-CHUNK_BYTES = 1 << 20  # working buffers of reads stay this small
+CHUNK_BYTES = 1 << 20  # working buffers of reads and of the solver's blocks of features stay this small
 CPU_EXTRACT_BYTES = 64 << 20  # activations of one extraction batch on a CPU, where they share memory with everything
 PROBE_BYTES = 64 << 20  # working tensors of the probes solved at once (per probe job)
 NEWTON_STEPS = 100
