@@ -38,7 +38,7 @@ from builder.agreement import agreement as measure_agreement
 from builder.flags import clear_flags, list_flags, record_flags
 from builder.m2c import tables
 from builder.m2c.fills import Need
-from builder.m2c.lexicon import list_forms, verify_fills
+from builder.m2c.lexicon import list_forms, verify_fills, withdraw_fills
 from builder.records import Record, VerifiedWord
 from builder.selection import verified
 from builder.textdiff import edit_distance
@@ -50,7 +50,7 @@ __all__ = [
     "AcceptSummary", "Annotation", "FormsEdit", "PullSummary", "RecordedByUrl", "ReviewProject", "SentenceEdit",
     "SentenceReview", "StageAgreement", "TranslationEdit",
     "accept", "adopt_server", "base_stage", "curators", "current_pairs", "current_tables", "decisions", "disagreements",
-    "judge_decisions", "judge_pending", "latest_proposals", "opinions", "record_pull", "record_seed_words",
+    "judge_decisions", "judge_pending", "latest_proposals", "leaves_text", "opinions", "record_pull", "record_seed_words",
     "recorded_by_url", "rejected_items", "rejected_pairs", "remember_project", "review_project", "review_projects",
     "review_status", "sentence_decisions", "stage_agreement",
 ]
@@ -84,6 +84,12 @@ def base_stage(stage: str) -> str:
 def decisions(stage: str) -> tuple[str, ...]:
     """The decisions a stage's (or its adjudication's) curators choose from."""
     return _DECISIONS[base_stage(stage)]
+
+
+def leaves_text(stage: str, decision: str | None) -> bool:
+    """Whether `decision` keeps a text of the curator's (the word, the two sentences, the table): a version of the
+    item that an adjudicator may take."""
+    return decision in _TEXTUAL[base_stage(stage)]
 
 
 def _utc(value: datetime) -> datetime:
@@ -201,10 +207,14 @@ class PullSummary:
     new: int = 0
     updated: int = 0
     unchanged: int = 0
+    deleted: int = 0  # annotations gone from Label Studio since the last pull: withdrawn, their rows kept
     verified: int = 0
+    withdrawn: int = 0  # verified words taken back: the decision that verified them no longer holds
     rejected: int = 0
     by_decision: dict[str, int] = field(default_factory=dict)
-    forms: dict[str, int] = field(default_factory=dict)  # inflection forms verified, corrected, rejected, invalid
+    forms: dict[str, int] = field(default_factory=dict)  # inflection forms verified, corrected, rejected, invalid, withdrawn
+    # (stage, lang) -> items whose curators disagree since this pull (a new, changed or deleted annotation made them)
+    disagreements: dict[tuple[str, str], int] = field(default_factory=dict)
 
 
 # -- projects -----------------------------------------------------------------------------------------
@@ -246,7 +256,7 @@ def recorded_by_url(ws: Workspace) -> list[RecordedByUrl]:
     servers |= {r["server"] for r in ws.rows(select(ra.c.server).where(ra.c.server.like(by_url)).distinct())}
     out = []
     for server in sorted(servers):
-        latest = ws.rows(select(ra.c.annotation_id, ra.c.task_id).where(ra.c.server == server)
+        latest = ws.rows(select(ra.c.annotation_id, ra.c.task_id).where(ra.c.server == server, ra.c.withdrawn_at.is_(None))
                          .order_by(ra.c.updated_at.desc()).limit(1))
         out.append(RecordedByUrl(server=server, projects=review_projects(ws, server),
                                  annotation=(latest[0]["annotation_id"], latest[0]["task_id"]) if latest else None))
@@ -346,7 +356,7 @@ def _made_on(ws: Workspace, stage: str, lang: str) -> tuple[list[dict], dict[str
     or the version it was made on), and item -> what the item's current version is."""
     ra = t.review_annotations
     where = (ra.c.lang == lang, ra.c.stage.in_((stage, ADJUDICATION[stage])), ra.c.cancelled.is_(False),
-             ra.c.decision.is_not(None))
+             ra.c.decision.is_not(None), ra.c.withdrawn_at.is_(None))
     if stage == "translation":
         rows = ws.rows(select(ra, ra.c.proposal_id.label("made_on")).where(*where))
         return rows, {item: p["id"] for item, p in latest_proposals(ws, lang).items()}
@@ -427,18 +437,22 @@ def stage_agreement(ws: Workspace, lang: str, stage: str = "translation") -> Sta
 # -- translations: decided -------------------------------------------------------------------------------------
 
 
-def _decide_translations(ws: Workspace, lang: str, summary: PullSummary) -> None:
-    """Turn the settled decisions on each item's latest proposal into reviews and verified words.
+def _decide_translations(ws: Workspace, lang: str, decided: dict[str, tuple[dict, str]], summary: PullSummary) -> None:
+    """Turn the settled decisions (`decided`, from `_settle`) on each item's latest proposal into reviews and
+    verified words, and take back what no decision holds any more.
 
-    One review per proposal from Label Studio, updated as decisions change; a verified word from a
-    seed or the source is never replaced by a review."""
+    One review per proposal from Label Studio, updated as decisions change, and removed while no decision
+    holds on the latest proposal (its annotations stay). A word verified in Label Studio is withdrawn when
+    its item's decision stops verifying it: a curator disagrees (it waits for the adjudicator), a decision
+    becomes a rejection, or the annotations that verified it were deleted. A verified word from a seed or
+    the source is never replaced by a review; one accepted with `builder accept` is never withdrawn by one."""
     latest = latest_proposals(ws, lang)
-    decided = _settle("translation", *opinions(ws, lang, "translation"))
     words = verified(ws, lang)
     rv, pr = t.reviews, t.proposals
-    reviewed = {r["proposal_id"]: r["id"] for r in ws.rows(  # the first review from Label Studio of each proposal
-        select(rv.c.id, rv.c.proposal_id).join(pr, pr.c.id == rv.c.proposal_id)
-        .where(pr.c.lang == lang, rv.c.channel == "label-studio").order_by(rv.c.id.desc()))}
+    ours = ws.rows(select(rv.c.id, rv.c.proposal_id).join(pr, pr.c.id == rv.c.proposal_id)
+                   .where(pr.c.lang == lang, rv.c.channel == "label-studio").order_by(rv.c.id.desc()))
+    reviewed = {r["proposal_id"]: r["id"] for r in ours}  # the first review from Label Studio of each proposal
+    from_label_studio = {r["id"] for r in ours}
     ts = now()
     with ws.transaction() as c:
         for item_id, (a, reviewer) in decided.items():
@@ -459,12 +473,24 @@ def _decide_translations(ws: Workspace, lang: str, summary: PullSummary) -> None
                 summary.verified += 1
             elif (old["text"], old["review_id"], old["reviewer"]) != (word.text, review_id, reviewer):
                 _write_word(c, word, ts, replace=True)
+        vw = t.verified_words
+        for item_id, old in words.items():
+            if (old["review_id"] in from_label_studio and item_id in latest and old["proposal_id"] == latest[item_id]["id"]
+                    and (item_id not in decided or decided[item_id][0]["decision"] not in _VERIFYING)):
+                c.execute(vw.delete().where(vw.c.item_id == item_id, vw.c.lang == lang))
+                summary.withdrawn += 1
+        undecided = [p["id"] for item_id, p in latest.items() if p["id"] in reviewed and item_id not in decided]
+        for ids in _chunks(undecided):
+            c.execute(rv.delete().where(rv.c.proposal_id.in_(ids), rv.c.channel == "label-studio"))
 
 
 def rejected_items(ws: Workspace, lang: str) -> dict[str, dict]:
-    """Items whose latest proposal a curator rejected or marked ambiguous: item id -> review and proposal."""
+    """Items whose latest proposal its curators (or its adjudicator) rejected or marked ambiguous: item id ->
+    review and proposal. An item whose curators disagree waits for its adjudicator instead."""
     latest = latest_proposals(ws, lang)
-    by_proposal = {p["id"]: item_id for item_id, p in latest.items()}
+    settled = _settle("translation", *opinions(ws, lang, "translation"))
+    by_proposal = {latest[item]["id"]: item for item, (a, _) in settled.items()
+                   if a["decision"] in ("reject", "ambiguous") and item in latest}
     out = {}
     for r in ws.rows(select(t.reviews).where(t.reviews.c.channel == "label-studio",
                                              t.reviews.c.decision.in_(("reject", "ambiguous")))):
@@ -544,13 +570,28 @@ def _store_table(c: Connection, a: Annotation) -> None:
                                                   lemma=a.forms.lemma, version=tables.version(a.forms.draft)))
 
 
-def _decide_tables(ws: Workspace, lang: str, items: set[str], counts: dict[str, int]) -> None:
-    """Apply the settled decision on each of `items` whose table waits for review, through the lexicon, oldest
-    first; a fixed table that cannot be read, or names a bundle that was not proposed, counts as invalid."""
+def _lemmas(ws: Workspace, lang: str) -> dict[str, str]:
+    """The item id of each lemma with forms in `lang` -> the lemma."""
+    return {Need(lang, r["lemma"], "", ()).id: r["lemma"] for r in list_forms(ws, lang)}
+
+
+def _decide_tables(ws: Workspace, lang: str, items: set[str], decided: dict[str, tuple[dict, str]],
+                   counts: dict[str, int]) -> None:
+    """Apply the settled decision (`decided`, from `_settle`) on each of `items` through the lexicon, oldest first.
+
+    A table decided before goes back to waiting first, as the LLM proposed it, and is decided again: its
+    curators may now disagree (it waits for the adjudicator), a decision may have changed, or its annotations
+    been deleted. A decision applies only to the version of the table it was made on. A fixed table that
+    cannot be read, or names a bundle that was not proposed, counts as invalid."""
+    lemmas = _lemmas(ws, lang)
+    for item in sorted(items - set(current_tables(ws, lang))):
+        if item in lemmas:
+            back = withdraw_fills(ws, lang, lemmas[item])
+            if item not in decided:
+                counts["withdrawn"] = counts.get("withdrawn", 0) + back
     waiting = current_tables(ws, lang)
-    settled = _settle("inflections", *opinions(ws, lang, "inflections"))
-    for item, (a, reviewer) in sorted(settled.items(), key=lambda kv: kv[1][0]["updated_at"]):
-        if item not in items or item not in waiting:
+    for item, (a, reviewer) in sorted(decided.items(), key=lambda kv: kv[1][0]["updated_at"]):
+        if item not in items or item not in waiting or a["made_on"] != waiting[item]["version"]:
             continue
         try:
             s = verify_fills(ws, lang, waiting[item]["lemma"], reviewer=reviewer, decision=a["decision"], comment=a["comment"],
@@ -619,7 +660,7 @@ def _store(c: Connection, server: str, pulled: list[tuple[Annotation, bool]], ve
             lineage = dict(proposal_id=None, final_text=final, edit_distance=edit_distance(a.forms.draft, final))
         row = dict(stage=a.stage, lang=a.lang, item_id=a.item_id, task_id=a.task_id, decision=a.decision, comment=a.comment,
                    reviewer=a.reviewer, cancelled=a.cancelled, lead_time_s=a.lead_time_s, created_at=a.created_at,
-                   updated_at=a.updated_at, **lineage)
+                   updated_at=a.updated_at, withdrawn_at=None, **lineage)
         if first:
             inserts[ra].append(key | row)
         else:
@@ -629,16 +670,22 @@ def _store(c: Connection, server: str, pulled: list[tuple[Annotation, bool]], ve
             c.execute(table.insert(), rows)
 
 
-def _decide_judgements(ws: Workspace, lang: str) -> None:
-    """A curator's decision on the judge's verdict settles its flag: "keep" clears it; "false negative"
-    keeps it, now saying who confirmed it, until the negative is replaced in the seeds or the pair waived."""
-    decided = judge_decisions(ws, lang)
+def _decide_judgements(ws: Workspace, lang: str, decided: dict[str, tuple[dict, str]], disputed: dict[str, list[dict]]) -> None:
+    """A settled decision (`decided`, from `_settle`) on the judge's verdict settles its flag: "keep" clears it;
+    "false negative" keeps it, now saying who confirmed it, until the negative is replaced in the seeds or the
+    pair waived. A verdict its curators dispute is flagged until the adjudicator decides, whatever they said before."""
+    reasons = {pid: f"a curator ({who}) confirmed the negative has the property"
+                    + (f" ({a['comment']})" if a["comment"] else "") + "; replace it in the seeds, or waive the pair"
+               for pid, (a, who) in decided.items() if a["decision"] == "false negative"}
+    reasons |= {pid: "curators disagree whether the negative has the property ("
+                     + "; ".join(f"{a['reviewer']}: {a['decision']}" + (f" ({a['comment']})" if a["comment"] else "")
+                                 for a in anns)
+                     + f"): an adjudicator decides (builder review push --stage {ADJUDICATION['judge']} --lang {lang})"
+                for pid, anns in disputed.items()}
+    flagged = {f.item_id: f.reason for f in list_flags(ws, stage="judge", langs=[lang])}
     with ws.transaction() as c:
-        clear_flags(c, "judge", lang, [pid for pid, d in decided.items() if d.decision == "keep"])
-        record_flags(c, "judge", lang, {
-            pid: f"a curator ({d.reviewer}) confirmed the negative has the property"
-                 + (f" ({d.comment})" if d.comment else "") + "; replace it in the seeds, or waive the pair"
-            for pid, d in decided.items() if d.decision == "false negative"})
+        clear_flags(c, "judge", lang, [pid for pid, (a, _) in decided.items() if a["decision"] == "keep" and pid in flagged])
+        record_flags(c, "judge", lang, {pid: why for pid, why in reasons.items() if flagged.get(pid) != why})
 
 
 def judge_pending(ws: Workspace, lang: str) -> dict[str, str]:
@@ -648,44 +695,65 @@ def judge_pending(ws: Workspace, lang: str) -> dict[str, str]:
     return {f.item_id: f.reason for f in list_flags(ws, stage="judge", langs=[lang]) if f.item_id not in decided}
 
 
-def record_pull(ws: Workspace, server: str, annotations: Iterable[Annotation]) -> PullSummary:
+def record_pull(ws: Workspace, server: str, annotations: Iterable[Annotation],
+                exported: Iterable[tuple[str, str]] = ()) -> PullSummary:
     """Record what a pull from the server with identity `server` exported, then turn the decisions into verified words and forms.
 
     An annotation whose `updated_at` is what was recorded is unchanged and skipped; the new and changed
-    ones are recorded in one transaction. Then translations and the judge's verdicts are decided for every
-    language with a project of theirs (or of their adjudication) on that server, and the settled decision
-    on each inflection table with a new or changed annotation is applied.
+    ones are recorded in one transaction. `exported` names the (stage, lang) of the projects whose whole
+    export `annotations` holds: an annotation recorded for one of them that the export lacks was deleted in
+    Label Studio, and is withdrawn (its row stays, marked; it counts again if it comes back). Then
+    translations and the judge's verdicts are decided for every language with a project of theirs (or of their
+    adjudication) on that server, and inflection tables with a new, changed or withdrawn annotation. Items
+    whose curators disagree since this pull are counted in `disagreements`, by stage and language.
     """
     ra, tr = t.review_annotations, t.table_reviews
-    known = {r["annotation_id"]: _utc(r["updated_at"])
-             for r in ws.rows(select(ra.c.annotation_id, ra.c.updated_at).where(ra.c.server == server))}
+    recorded = ws.rows(select(ra.c.annotation_id, ra.c.updated_at, ra.c.withdrawn_at, ra.c.stage, ra.c.lang, ra.c.item_id)
+                       .where(ra.c.server == server))
+    known = {r["annotation_id"]: _utc(r["updated_at"]) for r in recorded if r["withdrawn_at"] is None}
+    recorded_ids = {r["annotation_id"] for r in recorded}
     versioned = {r["annotation_id"] for r in ws.rows(select(tr.c.annotation_id).where(tr.c.server == server))}
     summary = PullSummary()
-    touched: dict[str, set[str]] = {}  # lang -> inflection tables with a new or changed annotation
+    touched: dict[tuple[str, str], set[str]] = {}  # (stage, lang) -> items with a new, changed or withdrawn annotation
+    seen: set[int] = set()
     pulled: dict[int, tuple[Annotation, bool]] = {}  # annotation id -> (annotation, first pull)
+    complete = set(exported)
     with ws.transaction() as c:
         for a in annotations:
             if a.server != server:
                 raise ValueError(f"annotation {a.annotation_id} comes from server {a.server}, not from the pulled server {server}")
+            seen.add(a.annotation_id)
             if known.get(a.annotation_id) == a.updated_at:
                 if a.forms is not None and a.annotation_id not in versioned:
                     _store_table(c, a)  # recorded before tables had versions (workspace schema 6 and older)
                 summary.unchanged += 1
                 continue
-            first = pulled[a.annotation_id][1] if a.annotation_id in pulled else a.annotation_id not in known
+            first = pulled[a.annotation_id][1] if a.annotation_id in pulled else a.annotation_id not in recorded_ids
             pulled[a.annotation_id] = (a, first)  # exported twice: the later copy, still a first pull if it was
-            if a.forms is not None:
-                touched.setdefault(a.lang, set()).add(a.item_id)
+            touched.setdefault((base_stage(a.stage), a.lang), set()).add(a.item_id)
         summary.new = sum(first for _, first in pulled.values())
         summary.updated = len(pulled) - summary.new
         _store(c, server, list(pulled.values()), versioned)
-    projects = [(base_stage(p.stage), p.lang) for p in review_projects(ws, server)]
-    for lang in sorted({lang for stage, lang in projects if stage == "translation"}):
-        _decide_translations(ws, lang, summary)
-    for lang in sorted({lang for stage, lang in projects if stage == "judge"}):
-        _decide_judgements(ws, lang)
-    for lang, items in sorted(touched.items()):
-        _decide_tables(ws, lang, items, summary.forms)
+        gone = [r for r in recorded if r["withdrawn_at"] is None and r["annotation_id"] not in seen
+                and (r["stage"], r["lang"]) in complete]
+        for ids in _chunks([r["annotation_id"] for r in gone]):
+            c.execute(ra.update().where(ra.c.server == server, ra.c.annotation_id.in_(ids)).values(withdrawn_at=now()))
+        for r in gone:
+            touched.setdefault((base_stage(r["stage"]), r["lang"]), set()).add(r["item_id"])
+        summary.deleted = len(gone)
+    projects = {(base_stage(p.stage), p.lang) for p in review_projects(ws, server)}
+    for stage, lang in sorted({(s, lang) for s, lang in projects if s in ("translation", "judge")} | set(touched)):
+        items = touched.get((stage, lang), set())
+        ops, adjudicated = opinions(ws, lang, stage)
+        decided, disputed = _settle(stage, ops, adjudicated), _open(stage, ops, adjudicated)
+        if stage == "translation":
+            _decide_translations(ws, lang, decided, summary)
+        elif stage == "judge":
+            _decide_judgements(ws, lang, decided, disputed)
+        elif stage == "inflections":
+            _decide_tables(ws, lang, items, decided, summary.forms)
+        if items & set(disputed):
+            summary.disagreements[(stage, lang)] = len(items & set(disputed))
     return summary
 
 
@@ -695,7 +763,7 @@ def record_pull(ws: Workspace, server: str, annotations: Iterable[Annotation]) -
 def curators(ws: Workspace, lang: str) -> set[str]:
     """Everyone who reviewed or translated `lang`'s words: in Label Studio, by `builder accept`, or as a seed translator."""
     ra, rv, pr, st = t.review_annotations, t.reviews, t.proposals, t.seed_translations
-    names = {r["reviewer"] for r in ws.rows(select(ra.c.reviewer).where(ra.c.lang == lang).distinct())}
+    names = {r["reviewer"] for r in ws.rows(select(ra.c.reviewer).where(ra.c.lang == lang, ra.c.withdrawn_at.is_(None)).distinct())}
     names |= {r["reviewer"] for r in ws.rows(select(rv.c.reviewer).distinct()
                                               .select_from(rv.join(pr, pr.c.id == rv.c.proposal_id))
                                               .where(pr.c.lang == lang, rv.c.channel != "label-studio"))}
@@ -704,9 +772,11 @@ def curators(ws: Workspace, lang: str) -> set[str]:
 
 
 def _annotation_counts(ws: Workspace, stage: str, lang: str) -> dict:
-    """Who annotated a stage's tasks in a language, how many annotations, how many were skipped."""
+    """Who annotated a stage's tasks in a language, how many annotations, how many were skipped (annotations
+    deleted in Label Studio left out)."""
     ra = t.review_annotations
-    anns = ws.rows(select(ra.c.reviewer, ra.c.cancelled).where(ra.c.lang == lang, ra.c.stage == stage))
+    anns = ws.rows(select(ra.c.reviewer, ra.c.cancelled).where(ra.c.lang == lang, ra.c.stage == stage,
+                                                               ra.c.withdrawn_at.is_(None)))
     return {"reviewers": sorted({r["reviewer"] for r in anns}), "annotations": len(anns),
             "skipped": sum(1 for r in anns if r["cancelled"])}
 
