@@ -351,24 +351,30 @@ def record_seed_words(ws: Workspace, c: Connection, words: Iterable[VerifiedWord
 # -- opinions, agreement and adjudication, at every stage ------------------------------------------------------
 
 
-def _made_on(ws: Workspace, stage: str, lang: str) -> tuple[list[dict], dict[str, object]]:
-    """The decided annotations of `stage` and of its adjudication in `lang`, each with `made_on` (the proposal
-    or the version it was made on), and item -> what the item's current version is."""
+def _made_on(ws: Workspace, stage: str, lang: str, items: Iterable[str] | None = None) -> tuple[list[dict], dict[str, object]]:
+    """The decided annotations of `stage` and of its adjudication in `lang` (on `items` only, when given), each
+    with `made_on` (the proposal or the version it was made on), and item -> what the item's current version is."""
     ra = t.review_annotations
     where = (ra.c.lang == lang, ra.c.stage.in_((stage, ADJUDICATION[stage])), ra.c.cancelled.is_(False),
              ra.c.decision.is_not(None), ra.c.withdrawn_at.is_(None))
+
+    def read(stmt) -> list[dict]:
+        if items is None:
+            return ws.rows(stmt.where(*where))
+        return [r for ids in _chunks(sorted(items)) for r in ws.rows(stmt.where(*where, ra.c.item_id.in_(ids)))]
+
     if stage == "translation":
-        rows = ws.rows(select(ra, ra.c.proposal_id.label("made_on")).where(*where))
+        rows = read(select(ra, ra.c.proposal_id.label("made_on")))
         return rows, {item: p["id"] for item, p in latest_proposals(ws, lang).items()}
     if stage == "inflections":
         tr = t.table_reviews
-        rows = ws.rows(select(ra, tr.c.version.label("made_on"), tr.c.lemma)
-                       .join(tr, (tr.c.annotation_id == ra.c.annotation_id) & (tr.c.server == ra.c.server)).where(*where))
+        rows = read(select(ra, tr.c.version.label("made_on"), tr.c.lemma)
+                    .join(tr, (tr.c.annotation_id == ra.c.annotation_id) & (tr.c.server == ra.c.server)))
         reviewed_last = {r["item_id"]: r["made_on"] for r in sorted(rows, key=lambda r: r["updated_at"])}
         return rows, reviewed_last | {item: tb["version"] for item, tb in current_tables(ws, lang).items()}
     s = t.sentence_reviews
-    rows = ws.rows(select(ra, s.c.version.label("made_on"), s.c.acceptable, s.c.unacceptable)
-                   .join(s, (s.c.annotation_id == ra.c.annotation_id) & (s.c.server == ra.c.server)).where(*where))
+    rows = read(select(ra, s.c.version.label("made_on"), s.c.acceptable, s.c.unacceptable)
+                .join(s, (s.c.annotation_id == ra.c.annotation_id) & (s.c.server == ra.c.server)))
     return rows, pair_versions(ws, lang)
 
 
@@ -380,11 +386,12 @@ def _latest_opinions(rows: list[dict]) -> dict[str, list[dict]]:
     return {item: list(by.values()) for item, by in per.items()}
 
 
-def opinions(ws: Workspace, lang: str, stage: str = "translation") -> tuple[dict[str, list[dict]], dict[str, list[dict]]]:
-    """(curators, adjudicators) of a stage in `lang`: item -> each one's latest decided annotation on the item's
-    current version."""
+def opinions(ws: Workspace, lang: str, stage: str = "translation", items: Iterable[str] | None = None,
+             ) -> tuple[dict[str, list[dict]], dict[str, list[dict]]]:
+    """(curators, adjudicators) of a stage in `lang` (of `items` only, when given): item -> each one's latest
+    decided annotation on the item's current version."""
     with collector_paused():
-        rows, current = _made_on(ws, stage, lang)
+        rows, current = _made_on(ws, stage, lang, items)
         on_current = [r for r in rows if current.get(r["item_id"]) == r["made_on"]]
         return (_latest_opinions([r for r in on_current if r["stage"] == stage]),
                 _latest_opinions([r for r in on_current if r["stage"] == ADJUDICATION[stage]]))
@@ -575,21 +582,22 @@ def _lemmas(ws: Workspace, lang: str) -> dict[str, str]:
     return {Need(lang, r["lemma"], "", ()).id: r["lemma"] for r in list_forms(ws, lang)}
 
 
-def _decide_tables(ws: Workspace, lang: str, items: set[str], decided: dict[str, tuple[dict, str]],
-                   counts: dict[str, int]) -> None:
-    """Apply the settled decision (`decided`, from `_settle`) on each of `items` through the lexicon, oldest first.
-
-    A table decided before goes back to waiting first, as the LLM proposed it, and is decided again: its
-    curators may now disagree (it waits for the adjudicator), a decision may have changed, or its annotations
-    been deleted. A decision applies only to the version of the table it was made on. A fixed table that
-    cannot be read, or names a bundle that was not proposed, counts as invalid."""
+def _reopen_tables(ws: Workspace, lang: str, items: set[str]) -> dict[str, int]:
+    """Put each of `items` whose table was decided back to waiting, as the LLM proposed it, to be decided again:
+    its curators may now disagree, a decision may have changed, or its annotations been deleted. Returns item ->
+    how many forms went back."""
     lemmas = _lemmas(ws, lang)
-    for item in sorted(items - set(current_tables(ws, lang))):
-        if item in lemmas:
-            back = withdraw_fills(ws, lang, lemmas[item])
-            if item not in decided:
-                counts["withdrawn"] = counts.get("withdrawn", 0) + back
+    return {item: withdraw_fills(ws, lang, lemmas[item]) for item in sorted(items - set(current_tables(ws, lang)))
+            if item in lemmas}
+
+
+def _decide_tables(ws: Workspace, lang: str, items: set[str], decided: dict[str, tuple[dict, str]],
+                   reopened: dict[str, int], counts: dict[str, int]) -> None:
+    """Apply the settled decision (`decided`, from `_settle`) on each of `items` through the lexicon, oldest first,
+    on the version of the table it was made on; forms `reopened` (`_reopen_tables`) that no decision takes again
+    count as withdrawn. A fixed table that cannot be read, or names a bundle that was not proposed, counts as invalid."""
     waiting = current_tables(ws, lang)
+    applied = set()
     for item, (a, reviewer) in sorted(decided.items(), key=lambda kv: kv[1][0]["updated_at"]):
         if item not in items or item not in waiting or a["made_on"] != waiting[item]["version"]:
             continue
@@ -599,8 +607,12 @@ def _decide_tables(ws: Workspace, lang: str, items: set[str], decided: dict[str,
         except ValueError:
             counts["invalid"] = counts.get("invalid", 0) + 1
             continue
+        applied.add(item)
         for k in ("verified", "corrected", "rejected"):
             counts[k] = counts.get(k, 0) + getattr(s, k)
+    withdrawn = sum(n for item, n in reopened.items() if item not in applied)
+    if withdrawn:
+        counts["withdrawn"] = counts.get("withdrawn", 0) + withdrawn
 
 
 # -- recording a pull ---------------------------------------------------------------------------------------
@@ -705,7 +717,8 @@ def record_pull(ws: Workspace, server: str, annotations: Iterable[Annotation],
     Label Studio, and is withdrawn (its row stays, marked; it counts again if it comes back). Then
     translations and the judge's verdicts are decided for every language with a project of theirs (or of their
     adjudication) on that server, and inflection tables with a new, changed or withdrawn annotation. Items
-    whose curators disagree since this pull are counted in `disagreements`, by stage and language.
+    whose curators agreed (or were alone) before this pull and disagree after it are counted in
+    `disagreements`, by stage and language.
     """
     ra, tr = t.review_annotations, t.table_reviews
     recorded = ws.rows(select(ra.c.annotation_id, ra.c.updated_at, ra.c.withdrawn_at, ra.c.stage, ra.c.lang, ra.c.item_id)
@@ -716,34 +729,40 @@ def record_pull(ws: Workspace, server: str, annotations: Iterable[Annotation],
     summary = PullSummary()
     touched: dict[tuple[str, str], set[str]] = {}  # (stage, lang) -> items with a new, changed or withdrawn annotation
     seen: set[int] = set()
+    unversioned: list[Annotation] = []  # recorded before tables had versions (workspace schema 6 and older)
     pulled: dict[int, tuple[Annotation, bool]] = {}  # annotation id -> (annotation, first pull)
+    for a in annotations:
+        if a.server != server:
+            raise ValueError(f"annotation {a.annotation_id} comes from server {a.server}, not from the pulled server {server}")
+        seen.add(a.annotation_id)
+        if known.get(a.annotation_id) == a.updated_at:
+            if a.forms is not None and a.annotation_id not in versioned:
+                unversioned.append(a)
+            summary.unchanged += 1
+            continue
+        first = pulled[a.annotation_id][1] if a.annotation_id in pulled else a.annotation_id not in recorded_ids
+        pulled[a.annotation_id] = (a, first)  # exported twice: the later copy, still a first pull if it was
+        touched.setdefault((base_stage(a.stage), a.lang), set()).add(a.item_id)
     complete = set(exported)
+    gone = [r for r in recorded if r["withdrawn_at"] is None and r["annotation_id"] not in seen
+            and (r["stage"], r["lang"]) in complete]
+    for r in gone:
+        touched.setdefault((base_stage(r["stage"]), r["lang"]), set()).add(r["item_id"])
+    disputed_before = {(stage, lang): set(_open(stage, *opinions(ws, lang, stage, items)))
+                       for (stage, lang), items in touched.items()}
     with ws.transaction() as c:
-        for a in annotations:
-            if a.server != server:
-                raise ValueError(f"annotation {a.annotation_id} comes from server {a.server}, not from the pulled server {server}")
-            seen.add(a.annotation_id)
-            if known.get(a.annotation_id) == a.updated_at:
-                if a.forms is not None and a.annotation_id not in versioned:
-                    _store_table(c, a)  # recorded before tables had versions (workspace schema 6 and older)
-                summary.unchanged += 1
-                continue
-            first = pulled[a.annotation_id][1] if a.annotation_id in pulled else a.annotation_id not in recorded_ids
-            pulled[a.annotation_id] = (a, first)  # exported twice: the later copy, still a first pull if it was
-            touched.setdefault((base_stage(a.stage), a.lang), set()).add(a.item_id)
+        for a in unversioned:
+            _store_table(c, a)
         summary.new = sum(first for _, first in pulled.values())
         summary.updated = len(pulled) - summary.new
         _store(c, server, list(pulled.values()), versioned)
-        gone = [r for r in recorded if r["withdrawn_at"] is None and r["annotation_id"] not in seen
-                and (r["stage"], r["lang"]) in complete]
         for ids in _chunks([r["annotation_id"] for r in gone]):
             c.execute(ra.update().where(ra.c.server == server, ra.c.annotation_id.in_(ids)).values(withdrawn_at=now()))
-        for r in gone:
-            touched.setdefault((base_stage(r["stage"]), r["lang"]), set()).add(r["item_id"])
         summary.deleted = len(gone)
     projects = {(base_stage(p.stage), p.lang) for p in review_projects(ws, server)}
     for stage, lang in sorted({(s, lang) for s, lang in projects if s in ("translation", "judge")} | set(touched)):
         items = touched.get((stage, lang), set())
+        reopened = _reopen_tables(ws, lang, items) if stage == "inflections" else {}
         ops, adjudicated = opinions(ws, lang, stage)
         decided, disputed = _settle(stage, ops, adjudicated), _open(stage, ops, adjudicated)
         if stage == "translation":
@@ -751,9 +770,10 @@ def record_pull(ws: Workspace, server: str, annotations: Iterable[Annotation],
         elif stage == "judge":
             _decide_judgements(ws, lang, decided, disputed)
         elif stage == "inflections":
-            _decide_tables(ws, lang, items, decided, summary.forms)
-        if items & set(disputed):
-            summary.disagreements[(stage, lang)] = len(items & set(disputed))
+            _decide_tables(ws, lang, items, decided, reopened, summary.forms)
+        arose = (items & set(disputed)) - disputed_before.get((stage, lang), set())
+        if arose:
+            summary.disagreements[(stage, lang)] = len(arose)
     return summary
 
 

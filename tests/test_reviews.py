@@ -155,6 +155,7 @@ def test_a_correction_after_verification_withdraws_the_word_until_an_adjudicator
     status = {(r["stage"], r["lang"]): r for r in reviews.review_status(ws)}[("translation", "fr")]
     assert (status["disagreements"], status["accept"], status["reject"]) == (2, 0, 0)
     assert record_pull(ws, SERVER, []).disagreements == {}  # said once, when they arise
+    assert record_pull(ws, SERVER, [said(6, item, p, "dag", "accept", minutes=6)]).disagreements == {}  # not new
     # The adjudicator takes the first curator's word: verified again, under the adjudicator's name.
     _project(ws, "adjudication", "fr")
     s = record_pull(ws, SERVER, [said(5, item, p, "dee", "accept", latest[item]["text"], stage_name="adjudication", minutes=10)])
