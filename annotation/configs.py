@@ -42,8 +42,8 @@ _OPINIONS = '<Header size="6" value="Curators said"/><Text name="opinions" value
 # The task's row (`task` in its data): the first data column, so the task list beside the screen tells rows apart.
 _TASK = '<View style="color: #666"><Text name="task" value="$task"/></View>'
 # Over the boxes of an adjudication: what they start with.
-_VERSIONS = ("the boxes start with one curator's version; each curator's is a tab at the top, named by the curator "
-             "(its menu: Duplicate Annotation to start from it)")
+_VERSIONS = ("one curator's version to start with; each curator's is a tab at the top, named by the curator, whose ⋮ "
+             "menu has Duplicate Annotation to start from it")
 
 
 def _heading(what: str, adjudication: bool) -> str:

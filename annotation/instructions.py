@@ -93,7 +93,7 @@ def _adjudication(stage: str) -> Stage:
                  intro="The curators of each item here disagreed (before or after it was verified: until you decide, "
                        "it is not); <b>Curators said</b> shows what each decided. The boxes start with one curator's "
                        "version, and each curator's version is a tab at the top of the task, named by the curator: "
-                       "open one and choose <i>Duplicate Annotation</i> in its menu to start from it, or edit the "
+                       "open one and choose <i>Duplicate Annotation</i> in its ⋮ menu to start from it, or edit the "
                        "boxes. Your decision settles the item, with the text you leave, and is recorded under your "
                        "name as the adjudicator.",
                  check=s.check, decisions=s.decisions, comment=s.comment)

@@ -748,8 +748,13 @@ def record_pull(ws: Workspace, server: str, annotations: Iterable[Annotation],
             and (r["stage"], r["lang"]) in complete]
     for r in gone:
         touched.setdefault((base_stage(r["stage"]), r["lang"]), set()).add(r["item_id"])
+    had: dict[tuple[str, str], set[str]] = {}  # the touched items that had opinions before: only they can have been disputed
+    for r in recorded:
+        key = (base_stage(r["stage"]), r["lang"])
+        if r["withdrawn_at"] is None and r["item_id"] in touched.get(key, ()):
+            had.setdefault(key, set()).add(r["item_id"])
     disputed_before = {(stage, lang): set(_open(stage, *opinions(ws, lang, stage, items)))
-                       for (stage, lang), items in touched.items()}
+                       for (stage, lang), items in had.items()}
     with ws.transaction() as c:
         for a in unversioned:
             _store_table(c, a)

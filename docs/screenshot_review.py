@@ -1,11 +1,11 @@
 """Take the screenshots of the four review screens for docs/curators.md (a documentation tool, not a test).
 
 Runs the demo in a scratch workspace (its scripted curator accepts every task), then prepares one open
-task per screen: the scripted curator's annotation is removed from a translation (Russian *bat*), a
-sentence pair (Russian) and an inflection table (German); a second curator corrects Russian *kettle*,
-which the scripted curator had verified: the word is withdrawn, and an adjudication task offers both versions. Headless Chromium logs in and saves each labeling screen,
-`docs/img/<stage>-review.png`, and each project's instructions as Label Studio shows them,
-`docs/img/<stage>-instructions.png`.
+task per screen: the scripted curator's annotation is removed from a translation (Russian *baseball bat*),
+a sentence pair (Russian) and an inflection table (German); a second curator corrects Russian *kettle*,
+which the scripted curator had verified: the word is withdrawn, and an adjudication task offers both
+versions. Headless Chromium logs in and saves each labeling screen, `docs/img/<stage>-review.png`, and
+each project's instructions as Label Studio shows them, `docs/img/<stage>-instructions.png`.
 
     python -m venv /tmp/pw && /tmp/pw/bin/pip install playwright     # the driver only: never a browser
     apt-get install chromium fonts-noto-cjk                           # the browser (/usr/bin/chromium), CJK glyphs
@@ -29,7 +29,7 @@ from builder.workspace.store import open_workspace
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                   "--disable-component-update", "--no-first-run", "--disable-sync"]
-SCREENS = {"translation": ("ru", {"english": "bat"}), "adjudication": ("ru", {"english": "kettle"}),
+SCREENS = {"translation": ("ru", {"english": "baseball bat"}), "adjudication": ("ru", {"english": "kettle"}),
            "sentences": ("ru", {}), "inflections": ("de", {})}
 HEIGHT = {"translation": 1000, "adjudication": 1060, "sentences": 1080, "inflections": 1040}
 
