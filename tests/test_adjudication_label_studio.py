@@ -167,7 +167,8 @@ def test_a_deleted_annotation_stops_counting_and_an_item_asked_again_gets_a_fres
     assert "revised" in verified(ws, "es")[again]["text"]
 
 
-def test_a_sentence_pair_fixed_after_verification_is_held_and_adjudicated_and_a_rewrite_gets_a_fresh_task(maintainer, server):
+def test_a_sentence_pair_fixed_after_verification_is_held_and_adjudicated_a_deleted_accept_is_withdrawn_and_a_rewrite_gets_a_fresh_task(
+        maintainer, server):
     ws, conn = maintainer
     n = _llm(ws, server, lambda c: generate(ws, c, [registry(ws)["de"]], scope=Scope.parse(ws, "is used for heating food")))
     assert n.generated["de"] >= 3
@@ -176,14 +177,18 @@ def test_a_sentence_pair_fixed_after_verification_is_held_and_adjudicated_and_a_
     labels = [tk.data["task"] for tk in tasks.values()]
     assert len(set(labels)) == len(labels) == len(tasks)
     assert _labeling_columns(conn, review_project(ws, "sentences", "de", conn.server).project_id)[0] == "task"
-    pair, again = sorted(tasks)[:2]
+    pair, again, gone = sorted(tasks)[:3]
     assert pair in tasks[pair].data["task"] and tasks[pair].data["unacceptable_word"] in tasks[pair].data["task"]
     a, b, adjudicator = (reviewer_account(conn, name) for name in ("cur-a", "cur-b", "adjudicator"))
     drafts = {"acceptable_fixed": tasks[pair].data["draft_acceptable"], "unacceptable_fixed": tasks[pair].data["draft_unacceptable"]}
     _say(conn, tasks[pair], a, "acceptable", "accept", **drafts)
     _say(conn, tasks[again], a, "acceptable", "reject", comment="the property reads as a question")
+    deleted = _say(conn, tasks[gone], a, "acceptable", "accept", acceptable_fixed=tasks[gone].data["draft_acceptable"],
+                   unacceptable_fixed=tasks[gone].data["draft_unacceptable"])
     _builder("review", "pull")
-    assert sentence_decisions(ws, "de")[pair].reviewer == "cur-a@builder.local"
+    assert sentence_decisions(ws, "de")[pair].reviewer == "cur-a@builder.local" and gone in sentence_decisions(ws, "de")
+    client(conn).annotations.delete(id=deleted.id)
+    assert "1 deleted in Label Studio" in _builder("review", "pull") and gone not in sentence_decisions(ws, "de")
 
     fixed = "Ein Wasserkocher wird zum Erhitzen von Speisen benutzt."
     _say(conn, tasks[pair], b, "acceptable", "fix", **{**drafts, "unacceptable_fixed": fixed})
