@@ -84,9 +84,20 @@ async def generate(
         if progress:
             progress(lang.code, 0, counter["total"])
         for gid in sorted(groups):
-            jobs.append(_run_group(ws, client, lang, groups[gid], words, concepts, props, summary, counter, progress))
+            jobs.append(_in_parts(ws, client, lang, groups[gid], words, concepts, props, summary, counter, progress))
     await asyncio.gather(*jobs)
     return summary
+
+
+async def _in_parts(ws, client: LLMClient, lang, group, words, concepts, props, summary, counter, progress) -> None:
+    """A group's pairs at most `client.items_per_request` concepts to a request (at least a pair): the first part
+    writes the acceptable sentence, which the later ones keep. A part left to a dry run or a batch ends it: the rest
+    waits for the acceptable sentence."""
+    while group:
+        negatives = max(1, client.items_per_request - 1)
+        part, group = group[:negatives], group[negatives:]
+        if not await _run_group(ws, client, lang, part, words, concepts, props, summary, counter, progress):
+            return
 
 
 async def regenerate(
@@ -158,7 +169,8 @@ REWRITE = ("Rewrite them so that each contains its verified word and all sentenc
 
 
 async def _run_group(ws, client: LLMClient, lang, group, words, concepts, props, summary, counter, progress,
-                     feedback: str = "") -> None:
+                     feedback: str = "") -> bool:
+    """Write a group's pairs (one request and its re-asks); False when the request was deferred (dry run, batch)."""
     acc_id = group[0]["acceptable_id"]
     fixed = None if feedback else _shared_acceptable(ws, group[0]["group_id"], lang.code)
     pending = {p["unacceptable_id"]: p for p in group}
@@ -202,7 +214,8 @@ async def _run_group(ws, client: LLMClient, lang, group, words, concepts, props,
     outcome = await client.ask_items(req, SentenceBatch, wanted, store, check=check, instruction=REWRITE,
                                      context_ids=[acc_id] if fixed else [])
     if outcome.deferred:
-        return
+        return False
+    client.note_outcome(outcome)
     # Out of re-asks: keep what we have, flagged for a curator, with the reason (the acceptable sentence's, when it failed).
     left = [p for cid, p in pending.items() if cid in outcome.flags]
     why = outcome.reasons
@@ -213,6 +226,7 @@ async def _run_group(ws, client: LLMClient, lang, group, words, concepts, props,
     counter["done"] += len(left)
     if progress and left:
         progress(lang.code, counter["done"], counter["total"])
+    return True
 
 
 def _store(ws, lang, pairs, located: dict[str, Located], acc_id, call_id, status, reasons: dict[str, str]) -> None:

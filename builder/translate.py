@@ -18,6 +18,7 @@ from sqlalchemy import select
 from builder.flags import clear_flags, record_flags
 from builder.languages import SEED_LANGUAGES, SOURCE_LANGUAGE
 from builder.llm.client import LLMClient, Request, prompt_hash
+from builder.llm.items import ItemsOutcome
 from builder.prompts import load
 from builder.records import Language, Proposal
 from builder.runner import Progress
@@ -51,10 +52,6 @@ class TranslateSummary:
     flagged: dict[str, int] = field(default_factory=dict)
 
 
-def _chunks(items: list[dict], size: int) -> list[list[dict]]:
-    return [items[i : i + size] for i in range(0, len(items), size)]
-
-
 def request_for(lang: Language, chunk: list[dict], seed_text: dict) -> Request:
     prompt = load("translate")
     payload = [
@@ -80,9 +77,9 @@ async def translate(
     languages: list[Language],
     *,
     scope: Scope = Scope(),
-    items_per_request: int = 10,
     progress: Progress | None = None,
 ) -> TranslateSummary:
+    """Propose a translation of every item in scope not yet proposed or verified, `client.items_per_request` at a time."""
     summary = TranslateSummary()
     items = scope.items(ws)
     seed_text = seeds(ws, SEED_LANGUAGES)
@@ -98,23 +95,27 @@ async def translate(
         pending = [it for it in todo if it["id"] not in proposed and it["id"] not in done]
         summary.proposed[lang.code] = 0
         summary.flagged[lang.code] = 0
-        counter = {"done": 0, "total": len(pending)}
+        counter = {"done": 0, "total": len(pending), "flagged": set()}  # flagged: ids flagged so far in this run
         if progress:
             progress(lang.code, 0, len(pending))
-        for chunk in _chunks(todo, items_per_request):
+
+        async def ask(chunk, lang=lang, proposed=proposed, done=done, counter=counter) -> ItemsOutcome | None:
             want = [it for it in chunk if it["id"] not in proposed and it["id"] not in done]
-            if want:
-                jobs.append(_run_chunk(ws, client, lang, want, seed_text, summary, counter, progress))
+            return await _run_chunk(ws, client, lang, want, seed_text, summary, counter, progress) if want else None
+
+        jobs.append(client.in_chunks(todo, ask, item_id=lambda it: it["id"]))
     await asyncio.gather(*jobs)
     return summary
 
 
-async def _run_chunk(ws, client: LLMClient, lang, chunk, seed_text, summary, counter, progress) -> None:
+async def _run_chunk(ws, client: LLMClient, lang, chunk, seed_text, summary, counter, progress) -> ItemsOutcome:
     targets = {it["id"]: (it["kind"], 1) for it in chunk}
 
     def store(good: dict[str, TranslationItem], call_id: str) -> None:
         stored = _store(ws, lang.code, "translate", targets, good, call_id)
         summary.proposed[lang.code] += stored
+        summary.flagged[lang.code] -= len(counter["flagged"] & good.keys())  # dropped, then asked in a smaller chunk
+        counter["flagged"] -= good.keys()
         counter["done"] += stored
         if progress:
             progress(lang.code, counter["done"], counter["total"])
@@ -122,7 +123,9 @@ async def _run_chunk(ws, client: LLMClient, lang, chunk, seed_text, summary, cou
     outcome = await client.ask_items(request_for(lang, chunk, seed_text), TranslationBatch, targets, store)
     with ws.transaction() as conn:
         record_flags(conn, "translate", lang.code, outcome.reasons)
-    summary.flagged[lang.code] += len(outcome.flags)
+    summary.flagged[lang.code] += len(outcome.flags.keys() - counter["flagged"])
+    counter["flagged"] |= outcome.flags.keys()
+    return outcome
 
 
 def _proposed_ids(ws: Workspace, lang: str) -> set[str]:
@@ -169,11 +172,14 @@ async def repropose(ws: Workspace, client: LLMClient, lang: Language, rejected: 
         nonlocal stored
         stored += _store(ws, lang.code, "repropose", targets, good, call_id)
 
-    for chunk in _chunks(payload, 10):
+    async def ask(chunk: list[dict]) -> ItemsOutcome:
         req = Request((("system", prompt.system.format(**fields)),
                        ("user", follow.user.format(items_json=json.dumps(chunk, ensure_ascii=False, indent=1), **fields))),
                       "translations", "repropose", lang.code, prompt_hash(prompt.hash, follow.hash))
         outcome = await client.ask_items(req, TranslationBatch, [it["id"] for it in chunk], store)
         with ws.transaction() as conn:
             record_flags(conn, "repropose", lang.code, outcome.reasons)
+        return outcome
+
+    await client.in_chunks(payload, ask, item_id=lambda it: it["id"])
     return stored

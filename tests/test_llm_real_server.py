@@ -31,7 +31,7 @@ ITEMS_PER_REQUEST = 10
 
 def run_stage(ws, server, work):
     settings = LLMSettings(base_url=server.base_url, api_key="none", model=server.model, concurrency=8,
-                           timeout_s=400, max_retries=2, max_reasks=REASKS)
+                           items_per_request=ITEMS_PER_REQUEST, timeout_s=400, max_retries=2, max_reasks=REASKS)
     client = LLMClient(LLMCache.of_workspace(ws), settings)
 
     async def go():
@@ -52,8 +52,7 @@ def test_translation_and_generation_against_llama_cpp(sample_ws, llama_server):
     langs = [registry(ws)[c] for c in LANGS]
     items = scope.items(ws)
 
-    translated, client = run_stage(ws, llama_server, lambda c: translate(ws, c, langs, scope=scope,
-                                                                            items_per_request=ITEMS_PER_REQUEST))
+    translated, client = run_stage(ws, llama_server, lambda c: translate(ws, c, langs, scope=scope))
     assert client.mode == "json_object" and client.stats.probes == 2  # json_schema refused once, by the probe
     [probed] = LLMCache.of_workspace(ws).endpoints()
     assert probed["mode"] == "json_object" and "Input should be 'text' or 'json_object'" in probed["refusals"]["json_schema"]

@@ -32,7 +32,7 @@ N_ITEMS = 108 + 85  # concepts + properties of the bundled sample
 
 
 def run(ws, server, langs, **kw):
-    stage_kw = {k: kw.pop(k) for k in ("scope", "items_per_request") if k in kw}
+    stage_kw = {k: kw.pop(k) for k in ("scope",) if k in kw}
     client = LLMClient(LLMCache.of_workspace(ws), settings_for(server, **kw))
 
     async def go():

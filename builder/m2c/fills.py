@@ -18,7 +18,7 @@ from pydantic import BaseModel, Field, field_validator
 
 from builder.flags import clear_flags, record_flags
 from builder.llm.client import LLMClient, Request
-from builder.llm.items import Rejected, per_item
+from builder.llm.items import ItemsOutcome, Rejected, per_item
 from builder.m2c.engine import Lexeme
 from builder.m2c.language import LanguageDataError, load_language
 from builder.m2c.lexicon import canonical, forms_of, store_proposed_forms
@@ -108,24 +108,24 @@ def request_for(lang: LanguageRecord, chunk: list[Need]) -> Request:
                    "inflections", "fill", lang.code, prompt.hash, expected_output_tokens=30 * sum(len(n.bundles) for n in chunk))
 
 
-async def propose_forms(ws: Workspace, client: LLMClient, lang: LanguageRecord, todo: list[Need], *,
-                        per_request: int = 10) -> FillSummary:
-    """Ask for the missing forms, `per_request` lemmas at a time; store each valid lemma at once."""
+async def propose_forms(ws: Workspace, client: LLMClient, lang: LanguageRecord, todo: list[Need]) -> FillSummary:
+    """Ask for the missing forms, `client.items_per_request` lemmas at a time; store each valid lemma at once."""
     summary = FillSummary(lemmas=len(todo))
     language = load_language(lang.code)
-    for start in range(0, len(todo), per_request):
-        await _propose_chunk(ws, client, lang, language, todo[start : start + per_request], summary)
+    await client.in_chunks(todo, lambda chunk: _propose_chunk(ws, client, lang, language, chunk, summary),
+                           item_id=lambda need: need.id)
     return summary
 
 
 async def _propose_chunk(ws: Workspace, client: LLMClient, lang: LanguageRecord, language, chunk: list[Need],
-                         summary: FillSummary) -> None:
+                         summary: FillSummary) -> ItemsOutcome:
     wanted = {n.id: n for n in chunk}
 
     def store(good: dict[str, dict[str, str]], call_id: str) -> None:
         with ws.transaction() as conn:
             for item_id, forms in good.items():
                 summary.proposed += store_proposed_forms(conn, wanted[item_id].lang, wanted[item_id].lemma, forms, call_id)
+                summary.flagged.pop(wanted[item_id].lemma, None)  # dropped, then asked in a smaller chunk
             clear_flags(conn, "fill", lang.code, good)
 
     outcome = await client.ask_items(request_for(lang, chunk), InflectionBatch, wanted, store,
@@ -134,6 +134,7 @@ async def _propose_chunk(ws: Workspace, client: LLMClient, lang: LanguageRecord,
     with ws.transaction() as conn:
         record_flags(conn, "fill", lang.code, outcome.reasons)
     summary.flagged.update({wanted[item_id].lemma: reason for item_id, reason in outcome.reasons.items()})
+    return outcome
 
 
 def _check(language, need: Need, item: InflectionItem) -> dict[str, str] | Rejected:
