@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import inspect
 import json
 from pathlib import Path
 from typing import NoReturn
@@ -22,10 +24,24 @@ err = Console(stderr=True, soft_wrap=True)
 WorkspaceOpt = typer.Option(None, "--workspace", "-w", envvar="BUILDER_WORKSPACE", help="Workspace folder [default: ./workspace]")
 LangOpt = typer.Option(..., "--lang", "-l", help="Language codes, comma-separated, or 'all'")
 PropsOpt = typer.Option(None, "--properties", help="Only pairs of these properties: a file (one per line) or a comma list")
-OfflineOpt = typer.Option(False, "--offline", help="Serve replies from the cache only; fail on a miss")
-DryRunOpt = typer.Option(False, "--dry-run", help="Print requests, estimated tokens and cost; send nothing")
-BatchOpt = typer.Option(False, "--batch", help="Use the Batch API; a later run collects the results")
-ConcOpt = typer.Option(None, "--concurrency", help="Concurrent requests [default: 16]")
+# The options of every LLM stage, in one place (`llm_options`), so that every stage takes all of them.
+LLM_OPTIONS = (
+    inspect.Parameter("model", inspect.Parameter.KEYWORD_ONLY, annotation=str | None, default=typer.Option(
+        None, "--model", help="The model to ask, by the name the endpoint serves. Default: BUILDER_LLM_MODEL, else the one "
+        "model the endpoint's /v1/models lists (gpt-4o-2024-08-06 on api.openai.com)")),
+    inspect.Parameter("concurrency", inspect.Parameter.KEYWORD_ONLY, annotation=int | None, default=typer.Option(
+        None, "--concurrency", min=1, help="Requests in flight at once, at most; lowered by itself for a server seen "
+        "queueing. Default: BUILDER_LLM_CONCURRENCY, else 16")),
+    inspect.Parameter("items_per_request", inspect.Parameter.KEYWORD_ONLY, annotation=int | None, default=typer.Option(
+        None, "--items-per-request", min=1, help="Items asked in one request, at most (generate: concepts of one "
+        "property, at least a pair); lowered by itself when replies drop items. Default: 10")),
+    inspect.Parameter("offline", inspect.Parameter.KEYWORD_ONLY, annotation=bool, default=typer.Option(
+        False, "--offline", help="Serve replies from the cache only; fail on a miss")),
+    inspect.Parameter("dry_run", inspect.Parameter.KEYWORD_ONLY, annotation=bool, default=typer.Option(
+        False, "--dry-run", help="Print requests, estimated tokens and cost; send nothing")),
+    inspect.Parameter("batch", inspect.Parameter.KEYWORD_ONLY, annotation=bool, default=typer.Option(
+        False, "--batch", help="Use the Batch API; a later run collects the results")),
+)
 TemplatesOpt = typer.Option(None, "--templates", help="Template folder with <lang>/<capability>.yaml [default: the shipped ones]")
 JsonOpt = typer.Option(False, "--json", help="Machine-readable output")
 
@@ -61,8 +77,24 @@ def codes(spec: str | None) -> list[str] | None:
     return [c.strip() for c in spec.split(",") if c.strip()] if spec else None
 
 
-def llm_settings(offline: bool, dry_run: bool, batch: bool, concurrency: int | None) -> LLMSettings:
-    settings = LLMSettings.from_env(offline=offline, dry_run=dry_run, batch=batch, concurrency=concurrency)
+def llm_options(command):
+    """Give a command the options every LLM stage shares (`LLM_OPTIONS`), as one argument `llm: LLMSettings`."""
+    own = inspect.signature(command, eval_str=True)
+    params = [p for name, p in own.parameters.items() if name != "llm"]
+
+    @functools.wraps(command)
+    def with_llm(*args, **kwargs):
+        chosen = {p.name: kwargs.pop(p.name) for p in LLM_OPTIONS}
+        return command(*args, llm=llm_settings(**chosen), **kwargs)
+
+    with_llm.__signature__ = own.replace(parameters=[*params, *LLM_OPTIONS])
+    with_llm.__annotations__ = {p.name: p.annotation for p in (*params, *LLM_OPTIONS)}
+    return with_llm
+
+
+def llm_settings(**chosen) -> LLMSettings:
+    """The LLM settings from the environment, with the options given on the command line."""
+    settings = LLMSettings.from_env(**chosen)
     if settings.mode == "recording":
         err.print("[yellow]no OPENAI_API_KEY or OPENAI_BASE_URL: replaying the bundled recording[/yellow]")
     return settings
@@ -83,7 +115,7 @@ def report_stage(run: StageRun, what: str) -> None:
     A dry run shows the first requests in full (as JSON) and counts them all."""
     s, plan = run.stats, run.plan
     if plan is not None and plan.requests and not run.batch_id:
-        cost = f"${plan.cost_usd:.4f}" if plan.cost_known else "unknown (model not in data/prices.yaml)"
+        cost = f"${plan.cost_usd:.4f}" if plan.cost_known else "unknown (data/prices.yaml has no price for the model at this endpoint)"
         mode = f"{plan.mode}{' (assumed: a dry run probes nothing)' if plan.mode_assumed else ''}"
         out.print(f"dry run: {plan.requests} request(s) in structured-output mode {mode}, ~{plan.tokens_in} tokens in, "
                   f"~{plan.tokens_out} tokens out, estimated cost {cost}; the first {len(plan.samples)}:")
@@ -97,6 +129,6 @@ def report_stage(run: StageRun, what: str) -> None:
     if run.mode:
         out.print(f"structured outputs: {run.mode}")
     if s.sent or s.unpriced:
-        unknown = "".join(f"; {n} call(s) of {model!r} at an unknown price (not in data/prices.yaml)"
+        unknown = "".join(f"; {n} call(s) of {model!r} at an unknown price (none for it at this endpoint in data/prices.yaml)"
                           for model, n in sorted(s.unpriced.items()))
         out.print(f"cost ${s.cost_usd:.4f}{unknown}", markup=False)

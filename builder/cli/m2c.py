@@ -8,18 +8,17 @@ import typer
 from rich.table import Table
 
 from builder.cli.common import (
-    DryRunOpt,
-    OfflineOpt,
     TemplatesOpt,
     WorkspaceOpt,
     err,
     fail,
-    llm_settings,
+    llm_options,
     open_ws,
     out,
     report_stage,
 )
 from builder.languages import registry
+from builder.llm.config import LLMSettings
 from builder.m2c.errors import TemplateError
 from builder.m2c.fills import needs, propose_forms, stand_in_resolver
 from builder.m2c.language import available
@@ -114,16 +113,16 @@ def check_cmd(lang: str = typer.Option("all", "--lang", "-l"), templates: Path |
 
 
 @templates_app.command("fill")
+@llm_options
 def fill_cmd(
     lang: str = typer.Option(..., "--lang", "-l"),
     templates: Path | None = TemplatesOpt,
-    offline: bool = OfflineOpt,
-    dry_run: bool = DryRunOpt,
     workspace: Path | None = WorkspaceOpt,
+    *,
+    llm: LLMSettings,
 ) -> None:
     """The LLM proposes the forms the templates need and the lexicon lacks; curators then verify them."""
     ws = open_ws(workspace)
-    settings = llm_settings(offline, dry_run, False, None)
     for code in _m2c_langs(lang):
         try:
             todo = needs(ws, code, templates)
@@ -134,7 +133,7 @@ def fill_cmd(
             continue
         record = registry(ws)[code]
         try:
-            run = run_stage(ws, settings, "fill", lambda c, p, todo=todo, record=record: propose_forms(ws, c, record, todo), err)
+            run = run_stage(ws, llm, "fill", lambda c, p, todo=todo, record=record: propose_forms(ws, c, record, todo), err)
         except Exception as exc:  # noqa: BLE001 - endpoint and cache errors alike
             fail(exc)
         report_stage(run, f"{code}: proposed {run.result.proposed} form(s) for {run.result.lemmas} lemma(s)"

@@ -16,17 +16,18 @@ from builder import reviews
 from builder.cli.common import (
     JsonOpt,
     LangOpt,
-    OfflineOpt,
     WorkspaceOpt,
     err,
     fail,
     langs,
-    llm_settings,
+    llm_options,
     llm_stage,
     open_ws,
     out,
+    report_stage,
     workspace_dir,
 )
+from builder.llm.config import LLMSettings
 
 review_app = typer.Typer(help="Expert review in Label Studio: serve, push, pull, re-propose, status.", no_args_is_help=True)
 
@@ -105,11 +106,13 @@ def review_pull(workspace: Path | None = WorkspaceOpt) -> None:
 
 
 @review_app.command("repropose")
+@llm_options
 def review_repropose(
     lang: str = LangOpt,
     stage: str = typer.Option("translation", help="translation (words back to translation) | sentences (pairs back to generation)"),
-    offline: bool = OfflineOpt,
     workspace: Path | None = WorkspaceOpt,
+    *,
+    llm: LLMSettings,
 ) -> None:
     """Send rejected and ambiguous items back to the LLM with the curator's comment."""
     from builder.generate import regenerate
@@ -118,21 +121,20 @@ def review_repropose(
     if stage not in ("translation", "sentences"):
         fail(f"--stage must be translation or sentences, not {stage!r}")
     ws = open_ws(workspace)
-    settings = llm_settings(offline, False, False, None)
     for lg in langs(ws, lang):
         rejected = reviews.rejected_items(ws, lg.code) if stage == "translation" else reviews.rejected_pairs(ws, lg.code)
         if not rejected:
             out.print(f"{lg.code}: nothing rejected")
             continue
         if stage == "translation":
-            run = llm_stage(ws, "repropose", None, settings,
+            run = llm_stage(ws, "repropose", None, llm,
                             lambda c, p, scope, lg=lg, rejected=rejected: repropose(ws, c, lg, rejected))
-            out.print(f"{lg.code}: {run.result} new revision(s); push again to review them")
+            report_stage(run, f"{lg.code}: {run.result} new revision(s); push again to review them")
         else:
-            run = llm_stage(ws, "regenerate", None, settings,
+            run = llm_stage(ws, "regenerate", None, llm,
                             lambda c, p, scope, lg=lg, rejected=rejected: regenerate(ws, c, lg, rejected, progress=p))
-            out.print(f"{lg.code}: {run.result.generated[lg.code]} pair(s) written again, "
-                      f"{run.result.flagged[lg.code]} flagged; push --stage sentences to review them")
+            report_stage(run, f"{lg.code}: {run.result.generated[lg.code]} pair(s) written again, "
+                         f"{run.result.flagged[lg.code]} flagged; push --stage sentences to review them")
 
 
 @review_app.command("status")

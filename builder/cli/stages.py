@@ -16,24 +16,21 @@ from rich.text import Text
 from builder import languages as languages_mod
 from builder.audits import audit as audit_pairs
 from builder.cli.common import (
-    BatchOpt,
-    ConcOpt,
-    DryRunOpt,
     JsonOpt,
     LangOpt,
-    OfflineOpt,
     PropsOpt,
     WorkspaceOpt,
     codes,
     fail,
     langs,
-    llm_settings,
+    llm_options,
     llm_stage,
     open_ws,
     out,
     report_stage,
 )
 from builder.generate import generate as generate_stage
+from builder.llm.config import LLMSettings
 from builder.reviews import accept as accept_proposals
 from builder.status import flagged_items, llm_usage
 from builder.status import status as compute_status
@@ -135,22 +132,19 @@ def _flags(ws, stage: str | None, lang_codes: list[str] | None, as_json: bool) -
     out.print(table)
 
 
+@llm_options
 def translate(
     lang: str = LangOpt,
     properties: str | None = PropsOpt,
-    items_per_request: int = typer.Option(10, "--items-per-request", min=1),
-    offline: bool = OfflineOpt,
-    dry_run: bool = DryRunOpt,
-    batch: bool = BatchOpt,
-    concurrency: int | None = ConcOpt,
     workspace: Path | None = WorkspaceOpt,
+    *,
+    llm: LLMSettings,
 ) -> None:
     """Stage 2: the LLM translates concepts and properties not yet verified."""
     ws = open_ws(workspace)
     targets = langs(ws, lang, exclude=(languages_mod.SOURCE_LANGUAGE, *languages_mod.SEED_LANGUAGES))
-    run = llm_stage(ws, "translate", properties, llm_settings(offline, dry_run, batch, concurrency),
-                    lambda c, p, scope: translate_stage(ws, c, targets, scope=scope, items_per_request=items_per_request,
-                                                        progress=p))
+    run = llm_stage(ws, "translate", properties, llm,
+                    lambda c, p, scope: translate_stage(ws, c, targets, scope=scope, progress=p))
     r = run.result
     report_stage(run, "proposed " + ", ".join(f"{k} {v}" for k, v in r.proposed.items())
                  + ("; flagged " + ", ".join(f"{k} {v}" for k, v in r.flagged.items() if v) if any(r.flagged.values()) else ""))
@@ -173,44 +167,41 @@ def accept(
         out.print(f"{lg.code}: accepted {s.accepted}, left ambiguous {s.skipped_ambiguous}, already verified {s.already_verified}")
 
 
+@llm_options
 def generate(
     lang: str = LangOpt,
     properties: str | None = PropsOpt,
-    offline: bool = OfflineOpt,
-    dry_run: bool = DryRunOpt,
-    batch: bool = BatchOpt,
-    concurrency: int | None = ConcOpt,
     workspace: Path | None = WorkspaceOpt,
+    *,
+    llm: LLMSettings,
 ) -> None:
     """Stage 4: the LLM writes acceptable and unacceptable sentences from verified words; then the pair audits run."""
     ws = open_ws(workspace)
     targets = langs(ws, lang)
-    settings = llm_settings(offline, dry_run, batch, concurrency)
-    run = llm_stage(ws, "generate", properties, settings,
+    run = llm_stage(ws, "generate", properties, llm,
                     lambda c, p, scope: generate_stage(ws, c, targets, scope=scope, progress=p))
     r = run.result
     report_stage(run, "generated " + ", ".join(f"{k} {v}" for k, v in r.generated.items())
                  + "; flagged " + ", ".join(f"{k} {v}" for k, v in r.flagged.items())
                  + "; waiting for verified words " + ", ".join(f"{k} {v}" for k, v in r.blocked.items()))
-    if not dry_run:  # a dry run generated nothing to audit
-        _audit(ws, targets, properties, settings)
+    if not llm.dry_run:  # a dry run generated nothing to audit
+        _audit(ws, targets, properties, llm)
 
 
+@llm_options
 def audit(
     lang: str = LangOpt,
     properties: str | None = PropsOpt,
-    offline: bool = OfflineOpt,
-    dry_run: bool = DryRunOpt,
-    batch: bool = BatchOpt,
-    concurrency: int | None = ConcOpt,
     workspace: Path | None = WorkspaceOpt,
+    *,
+    llm: LLMSettings,
 ) -> None:
     """Pair audits of the generated pairs: similarity and negative types, concept occurrences, the LLM judge.
 
     Findings are flagged for curators (`status --flags`); the judge's go to Label Studio with
     `review push --stage judge`."""
     ws = open_ws(workspace)
-    _audit(ws, langs(ws, lang), properties, llm_settings(offline, dry_run, batch, concurrency))
+    _audit(ws, langs(ws, lang), properties, llm)
 
 
 def _audit(ws, targets, properties: str | None, settings) -> None:
