@@ -257,3 +257,13 @@ def test_generate_asks_a_group_in_parts_that_keep_its_acceptable_sentence(sample
     fixed = [m for r in sample_ws.rows(select(t.llm_cache.c.request)) for m in r["request"]["messages"]
              if "is already fixed" in m["content"]]
     assert len(fixed) == sum(len(ids) - 1 for ids in calls.values())  # every part after the first keeps the sentence
+
+
+def test_the_dataset_card_lists_the_served_model_as_the_llm_used(sample_ws, server, tmp_path):
+    """German sentences written by a local server with no model set: the release's card credits the model it served."""
+    as_llama_cpp(server)
+    cli(sample_ws, server, "generate", "--lang", "en,de", "--properties", ONE_PROPERTY)
+    cli(sample_ws, server, "publish", "--version", "0.1.0", "--to", str(tmp_path / "releases"), "--exclude-unverified")
+    card = (tmp_path / "releases" / "README.md").read_text(encoding="utf-8")
+    used = card[card.index("## LLMs used"):card.index("## Citation")]
+    assert f"- `{GGUF}`: generate " in used and "gpt-4o" not in card
