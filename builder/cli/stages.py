@@ -132,8 +132,9 @@ def _flags(ws, stage: str | None, lang_codes: list[str] | None, as_json: bool) -
     table = Table(title=f"{len(items)} flagged item(s) in {ws.directory}")
     for col in ("stage", "lang", "item", "what", "reason"):
         table.add_column(col)
+    reg = languages_mod.registry(ws)
     for f in items:
-        table.add_row(f.stage, f.lang, f.item_id, Text(f.what), Text(f.reason))  # as text: reasons quote model output
+        table.add_row(f.stage, languages_mod.label(f.lang, reg), f.item_id, Text(f.what), Text(f.reason))  # as text: reasons quote model output
     out.print(table)
 
 
