@@ -157,7 +157,8 @@ def translate(
     r = run.result
     report_stage(run, "proposed " + ", ".join(f"{k} {v}" for k, v in r.proposed.items())
                  + ("; flagged " + ", ".join(f"{k} {v}" for k, v in r.flagged.items() if v) if any(r.flagged.values()) else ""))
-    flag_scripts(ws, targets, properties)
+    if not dry_run:  # a dry run proposed nothing to check
+        flag_scripts(ws, targets, properties)
 
 
 def accept(
