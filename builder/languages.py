@@ -107,24 +107,26 @@ def parse(fields: Mapping[str, Any], *, builtin: bool, where: Callable[[str], st
     return lang
 
 
-def _entries(path: Path) -> list[tuple[dict, dict[str, int]]]:
-    """The declarations of a languages file, each with the line of each of its fields (and of the entry, under "")."""
-    text = path.read_text(encoding="utf-8")
-    raw = yaml.safe_load(text)
-    root = yaml.compose(text, Loader=yaml.SafeLoader)
+def _lines(path: Path) -> list[dict[str, int]]:
+    """The line of each field of each declaration in a languages file (and of the declaration itself, under "")."""
+    root = yaml.compose(path.read_text(encoding="utf-8"), Loader=yaml.SafeLoader)
     seq = next(v for k, v in root.value if k.value == "languages")
-    lines = [{"": node.start_mark.line + 1, **{k.value: v.start_mark.line + 1 for k, v in node.value}} for node in seq.value]
-    return list(zip(raw["languages"], lines))
+    return [{"": node.start_mark.line + 1, **{k.value: v.start_mark.line + 1 for k, v in node.value}} for node in seq.value]
 
 
 @lru_cache(maxsize=1)
 def builtin_languages() -> tuple[Language, ...]:
+    """The shipped declarations (their codes and scripts are checked against ISO by the tests, not at every start)."""
     path = data_dir() / "languages.yaml"
     out = []
-    for entry, lines in _entries(path):
-        def where(field: str, entry=entry, lines=lines) -> str:
-            return f"{path}:{lines.get(field, lines[''])}: language {entry.get('code', '?')}, field '{field}'"
-        out.append(parse(entry, builtin=True, where=where))
+    for i, entry in enumerate(yaml.safe_load(path.read_text(encoding="utf-8"))["languages"]):
+        try:
+            out.append(Language(**entry, builtin=True))
+        except ValidationError:
+            lines, code = _lines(path)[i], entry.get("code", "?")
+            # The same error again, each problem worded with its file, line and field.
+            parse(entry, builtin=True, where=lambda f, lines=lines, code=code: f"{path}:{lines.get(f, lines[''])}: "
+                                                                               f"language {code}, field '{f}'")
     return tuple(out)
 
 

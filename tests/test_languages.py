@@ -98,6 +98,11 @@ def test_every_validation_error_is_one_sentence_naming_its_field(tmp_path):
     assert missing.strip().splitlines() == ["error: --typology: required.", "--family: required.", "--script: required."]
 
 
+def test_every_shipped_language_has_its_iso_639_code_and_iso_15924_script():
+    for lang in languages.builtin_languages():
+        assert languages.parse(lang.model_dump(exclude={"builtin"}), builtin=True) == lang
+
+
 def test_an_error_in_the_shipped_languages_file_names_its_file_line_and_field(tmp_path, monkeypatch):
     shipped = (languages.data_dir() / "languages.yaml").read_text(encoding="utf-8")
     broken = shipped.replace("    typology: agglutinative\n", "    typology: fusional\n", 1)
