@@ -90,11 +90,10 @@ def _iso639(code: str, name: str | None) -> str | None:
 def parse(fields: Mapping[str, Any], *, builtin: bool, where: Callable[[str], str] | None = None) -> Language:
     """The declaration as a record, its code checked against ISO 639 and its script against ISO 15924;
     else a LanguageError naming each field that is wrong (`where` words a field's name)."""
-    problems: list[FieldProblem] = []
+    lang, problems = None, []
     try:
         lang = Language(**fields, builtin=builtin)
     except ValidationError as exc:
-        lang = None
         problems += [FieldProblem(str(e["loc"][0]) if e["loc"] else "(declaration)", _clause(e)) for e in exc.errors()]
     bad = {p.field for p in problems}
     code, script = fields.get("code"), fields.get("script")
@@ -102,7 +101,7 @@ def parse(fields: Mapping[str, Any], *, builtin: bool, where: Callable[[str], st
         problems.append(FieldProblem("code", why))
     if isinstance(script, str) and "script" not in bad and pycountry.scripts.get(alpha_4=script) is None:
         problems.append(FieldProblem("script", f"{script!r} is not an ISO 15924 script code"))
-    if problems or lang is None:
+    if problems:
         raise LanguageError(problems, where)
     return lang
 
@@ -175,7 +174,7 @@ def declare(workspace, *, update: bool = False, where: Callable[[str], str] | No
     """Validate and record a language in the workspace: a new code, or with `update` the fields given for a
     declared one, the others kept. Fields given as None are not given. Nothing is written when it fails."""
     given = {k: v for k, v in fields.items() if v is not None}
-    code = given.get("code", "")
+    code = given["code"]
     builtin = {b.code: b for b in builtin_languages()}
     if code in builtin:
         raise ValueError(f"language {code} ({builtin[code].name}) is built in: to change it for everyone, edit "
