@@ -56,7 +56,7 @@ def test_a_language_not_shipped_declared_once_goes_through_every_stage_into_a_re
     hindi_lexicon(server.lexicon)
     translated = builder("translate", "--lang", "hi", "--properties", PROPS)
     proposed = int(re.search(r"proposed hi (\d+)", translated).group(1))
-    assert proposed > 0 and "flagged for curators: hi Hindi 1 word(s)" in translated
+    assert proposed > 0 and "not in the declared script, flagged for curators: hi Hindi 1" in translated
 
     def script_flags() -> dict[str, str]:
         return {f["item_id"]: f["reason"] for f in json.loads(builder("status", "--flags", "--stage", "script", "--json"))}

@@ -163,7 +163,7 @@ def test_words_and_sentences_outside_the_declared_script_are_flagged_with_the_re
         return {f["item_id"]: f["reason"] for f in json.loads(cli(ws_dir, "status", "--flags", "--stage", "script", "--json"))}
 
     translated = cli(ws_dir, "translate", "--lang", "hi", "--properties", PROPS, env=env)
-    assert ("not in the declared script, flagged for curators: hi Hindi 1 word(s) or sentence pair(s) "
+    assert ("words not in the declared script, flagged for curators: hi Hindi 1 "
             "(`builder status --flags --stage script`)") in translated
     assert script_flags() == {bus: f"the proposal {BUS}"}
     # A curator accepts every proposal, "bus" too: the verified word is flagged, and so is its sentence once written.

@@ -10,7 +10,8 @@ of the pairs it now finds clean; nothing is dropped or changed in the data. They
 - `occurrence`: each sentence names its own concept once and not the other's;
 - `script`: each word (verified, else the latest proposal) and sentence is written in the language's
   declared script (`builder.scripts`): a Latin "bus" among Hindi's Devanagari is flagged, keyed by the
-  word's item id or the pair's id; it runs after `builder review pull` too (`script_audit`);
+  word's item id or the pair's id; the words alone are audited again after `builder translate` and
+  `builder review pull` (`script_audit`);
 - `judge`: the LLM's verdict that a negative may have the property, with its reason; a curator's
   decision in Label Studio (stage "judge") then settles the flag (`builder.reviews`);
 - concept–property overlap is measured, not flagged (`overlap_report`).
@@ -72,22 +73,18 @@ async def audit(ws: Workspace, client: LLMClient | None, languages: list[Languag
     concepts = {r["id"]: r["english"] for r in ws.rows(select(t.concepts.c.id, t.concepts.c.english))}
     props = {r["id"]: r for r in ws.rows(select(t.properties))}
     _similarity(ws, pairs, concepts, summary)
+    items = {p[k] for p in pairs.values() for k in ("property_id", "acceptable_id", "unacceptable_id")}
     jobs = []
     for lang in languages:
-        sentences = _generated(ws, lang.code, pairs)
+        sentences = {r["pair_id"]: r for r in ws.rows(select(t.sentence_pairs).where(
+            t.sentence_pairs.c.lang == lang.code, t.sentence_pairs.c.status == "generated")) if r["pair_id"] in pairs}
         words = {item: w["text"] for item, w in verified(ws, lang.code).items()}
         _occurrence(ws, lang, pairs, sentences, words, summary)
-        _script(ws, lang, pairs, sentences, words, summary)
+        _script(ws, lang, items, sentences, words, summary)
         if client is not None:
             jobs.append(_judge(ws, client, lang, pairs, sentences, words, concepts, props, summary, progress))
     await asyncio.gather(*jobs)
     return summary
-
-
-def _generated(ws: Workspace, lang: str, pairs: dict[str, dict]) -> dict[str, dict]:
-    """The generated sentence pairs of these pairs in `lang`, by pair id."""
-    return {r["pair_id"]: r for r in ws.rows(select(t.sentence_pairs).where(
-        t.sentence_pairs.c.lang == lang, t.sentence_pairs.c.status == "generated")) if r["pair_id"] in pairs}
 
 
 def _settle(ws: Workspace, stage: str, lang: str, audited: Collection[str], found: dict[str, str], summary: AuditSummary) -> None:
@@ -129,10 +126,10 @@ def _occurrence(ws: Workspace, lang: Language, pairs, sentences: dict[str, dict]
     _settle(ws, "occurrence", lang.code, list(sentences), found, summary)
 
 
-def _script(ws: Workspace, lang: Language, pairs: dict[str, dict], sentences: dict[str, dict], words: dict[str, str],
+def _script(ws: Workspace, lang: Language, items: Collection[str], sentences: dict[str, dict], words: dict[str, str],
             summary: AuditSummary) -> None:
-    """Flag the words (verified, else proposed) and sentences of these pairs with letters outside the declared script."""
-    items = {p[k] for p in pairs.values() for k in ("property_id", "acceptable_id", "unacceptable_id")}
+    """Flag the words of these items (verified, else proposed) and these sentence pairs where they have letters
+    outside the language's declared script; clear the flags of those now written in it."""
     proposed = {i: p["text"] for i, p in latest_proposals(ws, lang.code).items() if i in items and i not in words}
     current = {i: ("verified word", words[i]) for i in items if i in words} | {i: ("proposal", w) for i, w in proposed.items()}
     found = {i: f"the {what} {why}" for i, (what, text) in current.items() if (why := outside_script(text, lang))}
@@ -146,12 +143,12 @@ def _script(ws: Workspace, lang: Language, pairs: dict[str, dict], sentences: di
 
 
 def script_audit(ws: Workspace, languages: list[Language], *, scope: Scope = Scope()) -> AuditSummary:
-    """Only the script audit: what `builder review pull` runs once curators' words are verified."""
+    """The script audit of the words alone, as proposals and verifications change them (after `builder translate`
+    and `builder review pull`); sentences are audited with the pairs."""
     summary = AuditSummary()
-    pairs = {p["id"]: p for p in scope.pairs(ws)}
+    items = {it["id"] for it in scope.items(ws)}
     for lang in languages:
-        words = {item: w["text"] for item, w in verified(ws, lang.code).items()}
-        _script(ws, lang, pairs, _generated(ws, lang.code, pairs), words, summary)
+        _script(ws, lang, items, {}, {item: w["text"] for item, w in verified(ws, lang.code).items()}, summary)
     return summary
 
 

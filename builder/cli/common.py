@@ -104,12 +104,12 @@ def report_stage(run: StageRun, what: str) -> None:
 
 
 def flag_scripts(ws: Workspace, languages: list[Language] | None = None, properties: str | None = None) -> None:
-    """Flag the words and sentences written outside their language's declared script (a Latin "bus" in Hindi) in
-    these languages (all declared ones by default), clear the flags of those now right, and say how many are flagged."""
+    """Flag the words written outside their language's declared script (a Latin "bus" in Hindi) in these languages
+    (all declared ones by default), clear the flags of those now right, and say how many are flagged."""
     reg = languages_mod.registry(ws)
     found = script_audit(ws, list(reg.values()) if languages is None else languages, scope=Scope.parse(ws, properties)).findings
     flagged = ", ".join(f"{languages_mod.label(code, reg)} {by['script']}"
                         for code, by in sorted(found.items()) if by.get("script"))
     if flagged:
-        out.print(f"not in the declared script, flagged for curators: {flagged} word(s) or sentence pair(s) "
+        out.print(f"words not in the declared script, flagged for curators: {flagged} "
                   "(`builder status --flags --stage script`)", markup=False)
