@@ -63,12 +63,14 @@ def test_a_language_not_shipped_declared_once_goes_through_every_stage_into_a_re
 
     bus = concept_id("bus")
     assert script_flags() == {bus: "the proposal 'bus' (Latin) is not in Devanagari (Deva), the script declared for Hindi"}
-    # Curators review in Label Studio, whose projects carry the language's name: one corrects "bus", the rest is accepted.
-    assert f"translation hi: created {proposed}" in builder("review", "push", "--lang", "hi")
+    # Curators review in Label Studio, whose projects carry the language's name (a project an earlier version titled
+    # with the code alone is found by its key and retitled): one corrects "bus", the rest is accepted.
     conn = connect(ws.directory)
     ls = client(conn)
+    earlier = ls.projects.create(title="[translation:hi] hi review").id
+    assert f"translation hi: created {proposed}" in builder("review", "push", "--lang", "hi")
     titles = {p.title: p.id for p in ls.projects.list()}
-    assert "[translation:hi] Hindi review" in titles
+    assert titles["[translation:hi] Hindi review"] == earlier and "[translation:hi] hi review" not in titles
     task = next(tk for tk in ls.tasks.list(project=titles["[translation:hi] Hindi review"], fields="all")
                 if tk.data["item_id"] == bus)
     ls.annotations.create(id=task.id, completed_by=reviewer_account(conn, "curator-hi"), lead_time=9.0, result=[
