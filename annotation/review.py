@@ -25,6 +25,7 @@ from annotation.server import Connection
 from annotation.tasks import call_models, parse_annotation, task_hash, textarea
 from builder import reviews
 from builder.languages import SEED_LANGUAGES, registry
+from builder.records import Language
 from builder.reviews import ADJUDICATION, REVIEW_STAGES, Annotation, PullSummary, ReviewProject, TranslationEdit, base_stage
 from builder.selection import seeds, verified
 from builder.workspace import schema as t
@@ -44,8 +45,9 @@ def client(conn: Connection) -> LabelStudio:
     return LabelStudio(base_url=conn.url, api_key=conn.token)
 
 
-def title(stage: str, lang: str) -> str:
-    return f"[{stage}:{lang}] {registry()[lang].name if lang in registry() else lang} review"[:50]
+def title(stage: str, lang: Language) -> str:
+    """The project's key (`[stage:code]`) and the language's name, as curators read it in the project list."""
+    return f"[{stage}:{lang.code}] {lang.name} review"[:50]
 
 
 def _unless_missing(get, **kw):
@@ -61,25 +63,26 @@ def _unless_missing(get, **kw):
 def ensure_project(ws: Workspace, ls: LabelStudio, conn: Connection, stage: str, lang: str) -> int:
     """The project for (stage, lang): remembered, else found by our key on the server, else created.
 
-    Its labeling config and instructions are brought up to date in place when they differ: a project
-    made by an earlier version gets the current screen and instructions, and its annotations stay.
+    Its title, labeling config and instructions are brought up to date in place when they differ: a project
+    made by an earlier version gets the current ones (a declared language's name in the title, not its code),
+    and its annotations stay.
     """
     key = f"[{stage}:{lang}]"
     lang_rec = registry(ws)[lang]
-    wanted = {"label_config": CONFIGS[stage](lang_rec), "expert_instruction": instructions(stage, lang_rec),
-              "show_instruction": True}
+    wanted = {"title": title(stage, lang_rec), "label_config": CONFIGS[stage](lang_rec),
+              "expert_instruction": instructions(stage, lang_rec), "show_instruction": True}
     known = reviews.review_project(ws, stage, lang, conn.server)
     project = _unless_missing(ls.projects.get, id=known.project_id) if known else None
     if project is None:
         project = min((p for p in ls.projects.list() if (p.title or "").startswith(key)), key=lambda p: p.id, default=None)
     if project is None:
-        pid = ls.projects.create(title=title(stage, lang), description=f"builder review project {key}", **wanted).id
+        pid = ls.projects.create(description=f"builder review project {key}", **wanted).id
     else:
         pid = project.id
         changed = {k: v for k, v in wanted.items() if getattr(project, k, None) != v}
         if changed:
             ls.projects.update(id=pid, **changed)
-    reviews.remember_project(ws, ReviewProject(stage=stage, lang=lang, project_id=pid, title=title(stage, lang),
+    reviews.remember_project(ws, ReviewProject(stage=stage, lang=lang, project_id=pid, title=wanted["title"],
                                                server=conn.server))
     return pid
 

@@ -3,7 +3,7 @@
 One request per concept-property (a positive concept with its negatives): the acceptable sentence
 is written once and shared by every negative. Each pair must pass the integrity check; failing pairs
 are re-asked with the reason (the client's re-ask loop), then stored flagged for review, with the
-reason, and flagged in `flags`. English comes straight from the COMPS fields.
+reason, and flagged in `flags`. English comes straight from the COMPS fields, with any language generated.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from sqlalchemy import select
 
 from builder.flags import clear_flags, record_flags
 from builder.integrity import Located, Realisation, check_pair, locate
-from builder.languages import SOURCE_LANGUAGE
+from builder.languages import SOURCE_LANGUAGE, registry
 from builder.llm.client import LLMClient, Request
 from builder.llm.items import Rejected
 from builder.prompts import load
@@ -60,6 +60,9 @@ async def generate(
     progress: Progress | None = None,
 ) -> GenerateSummary:
     summary = GenerateSummary()
+    if languages and SOURCE_LANGUAGE not in {lang.code for lang in languages}:
+        # English comes with every language: the curator reviews each pair beside its English (straight from COMPS).
+        languages = [registry(ws)[SOURCE_LANGUAGE], *languages]
     pairs = scope.pairs(ws)
     concepts = {r["id"]: r for r in ws.rows(select(t.concepts))}
     props = {r["id"]: r for r in ws.rows(select(t.properties))}

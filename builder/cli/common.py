@@ -12,6 +12,7 @@ import typer
 from rich.console import Console
 
 from builder import languages as languages_mod
+from builder.audits.run import script_audit
 from builder.llm.config import LLMSettings
 from builder.records import Language
 from builder.runner import StageRun, run_stage
@@ -132,3 +133,15 @@ def report_stage(run: StageRun, what: str) -> None:
         unknown = "".join(f"; {n} call(s) of {model!r} at an unknown price (none for it at this endpoint in data/prices.yaml)"
                           for model, n in sorted(s.unpriced.items()))
         out.print(f"cost ${s.cost_usd:.4f}{unknown}", markup=False)
+
+
+def flag_scripts(ws: Workspace, languages: list[Language] | None = None, properties: str | None = None) -> None:
+    """Flag the words written outside their language's declared script (a Latin "bus" in Hindi) in these languages
+    (all declared ones by default), clear the flags of those now right, and say how many are flagged."""
+    reg = languages_mod.registry(ws)
+    found = script_audit(ws, list(reg.values()) if languages is None else languages, scope=Scope.parse(ws, properties)).findings
+    flagged = ", ".join(f"{languages_mod.label(code, reg)} {by['script']}"
+                        for code, by in sorted(found.items()) if by.get("script"))
+    if flagged:
+        out.print(f"words not in the declared script, flagged for curators: {flagged} "
+                  "(`builder status --flags --stage script`)", markup=False)

@@ -45,16 +45,21 @@ def import_unimorph_cmd(
     path: Path = typer.Argument(..., exists=True, dir_okay=False, help="UniMorph TSV: lemma<TAB>form<TAB>features"),
     lang: str = typer.Option(..., "--lang", "-l", help="A declared language's code (no M2C language file needed)"),
     needs_review: bool = typer.Option(False, "--needs-review", help="Import as proposed forms for curators to verify"),
+    strict: bool = typer.Option(False, "--strict", help="Refuse a label that is no feature of the language's dimensions "
+                                "(by default it is kept as the file's own feature)"),
     workspace: Path | None = WorkspaceOpt,
 ) -> None:
     """Import a UniMorph inflection table; a bad line fails the whole file (file:line:field), nothing written."""
     ws = open_ws(workspace)
     try:
-        s = import_unimorph(ws, path, lang, verified=not needs_review)
+        s = import_unimorph(ws, path, lang, verified=not needs_review, strict=strict)
     except LexiconImportError as exc:
         fail(exc)
     out.print(f"{path}: {s.lines} line(s), {s.new} new form(s), {s.existing} already there, "
-              f"{s.variants} variant(s) of a bundle already given (kept the first)")
+              f"{s.variants} variant(s) of a bundle already given (kept the first)", markup=False)
+    for what, counts in (("mapped", s.mapped), ("kept as the file's own features", s.kept), ("ignored", s.ignored)):
+        if counts:
+            out.print(f"  {what}: " + ", ".join(f"{label} ({n} line(s))" for label, n in counts.most_common()), markup=False)
 
 
 @lexicon_app.command("verify")

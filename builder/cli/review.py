@@ -19,6 +19,7 @@ from builder.cli.common import (
     WorkspaceOpt,
     err,
     fail,
+    flag_scripts,
     langs,
     llm_options,
     llm_stage,
@@ -27,6 +28,7 @@ from builder.cli.common import (
     report_stage,
     workspace_dir,
 )
+from builder.languages import label, registry
 from builder.llm.config import LLMSettings
 
 review_app = typer.Typer(help="Expert review in Label Studio: serve, push, pull, re-propose, status.", no_args_is_help=True)
@@ -103,6 +105,7 @@ def review_pull(workspace: Path | None = WorkspaceOpt) -> None:
               f"decisions {s.by_decision}; newly verified {s.verified}")
     if s.forms:
         out.print("inflection forms: " + ", ".join(f"{k} {v}" for k, v in sorted(s.forms.items())))
+    flag_scripts(ws)
 
 
 @review_app.command("repropose")
@@ -140,7 +143,9 @@ def review_repropose(
 @review_app.command("status")
 def review_status_cmd(workspace: Path | None = WorkspaceOpt, as_json: bool = JsonOpt) -> None:
     """Per stage and language: pending, decisions, skipped, open disagreements, adjudicated, agreement, reviewers."""
-    rows = reviews.review_status(open_ws(workspace))
+    ws = open_ws(workspace)
+    rows = reviews.review_status(ws)
+    reg = registry(ws)
     if as_json:
         print(json.dumps(rows, ensure_ascii=False, indent=1))
         return
@@ -154,7 +159,7 @@ def review_status_cmd(workspace: Path | None = WorkspaceOpt, as_json: bool = Jso
 
     for r in rows:
         agr = r.get("agreement") or {}
-        table.add_row(r["stage"], r["lang"], *(str(r.get(k, "—")) for k in ("pending", "accept", "corrected", "fix", "reject",
+        table.add_row(r["stage"], label(r["lang"], reg), *(str(r.get(k, "—")) for k in ("pending", "accept", "corrected", "fix", "reject",
                                                                            "ambiguous", "false negative", "keep", "skipped")),
                       str(r.get("disagreements", "")), str(r.get("adjudicated", "")), num(agr.get("alpha")),
                       num(agr.get("exact_match")), num(agr.get("chrf"), "{:.1f}"), ", ".join(r["reviewers"]))

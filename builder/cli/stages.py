@@ -22,6 +22,7 @@ from builder.cli.common import (
     WorkspaceOpt,
     codes,
     fail,
+    flag_scripts,
     langs,
     llm_options,
     llm_stage,
@@ -57,7 +58,7 @@ def status(
     flags: bool = typer.Option(False, "--flags", help="List the flagged items (LLM stages, pair audits), with the reasons"),
     llm: bool = typer.Option(False, "--llm", help="LLM calls by stage, model and mode: tokens, cost, calls at an unknown price; each endpoint's structured-output mode"),
     stage: str | None = typer.Option(None, "--stage", help="With --flags: only this stage (translate, repropose, generate, "
-                                                              "fill, similarity, occurrence, judge)"),
+                                                              "fill, similarity, occurrence, script, judge)"),
     lang: str | None = typer.Option(None, "--lang", "-l", help="With --flags: only these language codes, comma-separated"),
     workspace: Path | None = WorkspaceOpt,
     as_json: bool = JsonOpt,
@@ -69,7 +70,8 @@ def status(
         return _flags(ws, stage, codes(lang), as_json)
     if llm:
         return _llm(ws, as_json)
-    rows = compute_status(ws, list(languages_mod.registry(ws)))
+    reg = languages_mod.registry(ws)
+    rows = compute_status(ws, list(reg))
     if as_json:
         print(json.dumps([r.model_dump() for r in rows], ensure_ascii=False, indent=1))
         return
@@ -79,7 +81,7 @@ def status(
         table.add_column(col, justify="right" if col != "lang" else "left")
     for r in rows:
         tr, ge = r.translate, r.generate
-        table.add_row(r.lang, *map(str, (tr.pending, tr.proposed, tr.verified, tr.flagged, ge.pending, ge.generated, ge.flagged)),
+        table.add_row(languages_mod.label(r.lang, reg), *map(str, (tr.pending, tr.proposed, tr.verified, tr.flagged, ge.pending, ge.generated, ge.flagged)),
                       ", ".join(f"{k} {v}" for k, v in r.flags.items()))
     out.print(table)
     overlap = [o for r in rows for o in r.overlap]
@@ -127,8 +129,9 @@ def _flags(ws, stage: str | None, lang_codes: list[str] | None, as_json: bool) -
     table = Table(title=f"{len(items)} flagged item(s) in {ws.directory}")
     for col in ("stage", "lang", "item", "what", "reason"):
         table.add_column(col)
+    reg = languages_mod.registry(ws)
     for f in items:
-        table.add_row(f.stage, f.lang, f.item_id, Text(f.what), Text(f.reason))  # as text: reasons quote model output
+        table.add_row(f.stage, languages_mod.label(f.lang, reg), f.item_id, Text(f.what), Text(f.reason))  # as text: reasons quote model output
     out.print(table)
 
 
@@ -148,6 +151,8 @@ def translate(
     r = run.result
     report_stage(run, "proposed " + ", ".join(f"{k} {v}" for k, v in r.proposed.items())
                  + ("; flagged " + ", ".join(f"{k} {v}" for k, v in r.flagged.items() if v) if any(r.flagged.values()) else ""))
+    if not llm.dry_run:  # a dry run proposed nothing to check
+        flag_scripts(ws, targets, properties)
 
 
 def accept(

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import yaml
 
@@ -290,11 +290,20 @@ def available() -> list[str]:
     return sorted(p.stem for p in languages_dir().glob("*.yaml"))
 
 
+class UniMorphSchema(NamedTuple):
+    parts_of_speech: frozenset[str]
+    dimensions: tuple[Dimension, ...]
+    aliases: dict[str, str]  # another spelling real files use -> the schema's label
+
+
 @cache
-def unimorph_schema() -> tuple[frozenset[str], tuple[Dimension, ...]]:
-    """UniMorph's parts of speech and its universal dimensions (data/m2c/unimorph.yaml)."""
+def unimorph_schema() -> UniMorphSchema:
+    """UniMorph's parts of speech, its universal dimensions and the other spellings of its labels
+    (data/m2c/unimorph.yaml)."""
     raw = yaml.safe_load((data_dir() / "m2c" / "unimorph.yaml").read_text(encoding="utf-8"))
-    return frozenset(raw["part_of_speech"]), tuple(Dimension(n, tuple(map(str, f))) for n, f in raw["dimensions"].items())
+    return UniMorphSchema(frozenset(raw["part_of_speech"]),
+                          tuple(Dimension(n, tuple(map(str, f))) for n, f in raw["dimensions"].items()),
+                          {str(k): str(v) for k, v in (raw.get("aliases") or {}).items()})
 
 
 @cache
@@ -307,7 +316,7 @@ def unimorph_language(code: str, name: str) -> Language:
     """
     base = load_language(code) if code in available() else Language(code, name, Dimensions([]))
     taken = dict(base.dims.of_feature)
-    extra = {d.name: [f for f in d.features if f not in taken] for d in unimorph_schema()[1]}
+    extra = {d.name: [f for f in d.features if f not in taken] for d in unimorph_schema().dimensions}
     dims = [Dimension(d.name, d.features + tuple(extra.pop(d.name, ())), d.sampleable, d.patterns, d.default)
             for d in base.dims.by_name.values()]
     dims += [Dimension(n, tuple(f)) for n, f in extra.items() if f]
