@@ -251,7 +251,8 @@ def worlds(tmp_path_factory, demo_template, llm_server, request):
             shutil.copytree(demo_template, root / "ws")
             (root / "data").symlink_to(data_dir())
             env = {"BUILDER_WORKSPACE": "ws", "OPENAI_BASE_URL": llm_server.base_url, "OPENAI_API_KEY": "doc-commands"}
-            if not any(c.doc == doc and c.argv[:2] == ("review", "serve") for c in COMMANDS):
+            review = [c.argv[:2] for c in COMMANDS if c.doc == doc and c.argv[:1] == ("review",) and not c.skip]
+            if review and ("review", "serve") not in review:
                 conn = request.getfixturevalue("label_studio")
                 env |= {"LABEL_STUDIO_URL": conn.url, "LABEL_STUDIO_API_KEY": conn.token}
             made[doc] = root, env
