@@ -125,6 +125,8 @@ def test_gate_passes_unchanged_results_and_fails_a_planted_regression(results_co
     ok = cli("eval", "gate", str(results_copy), "--previous", str(previous), "--gates", str(gates))
     assert ok.exit_code == 0, ok.output
     assert "gate passed" in ok.output
+    for whole in ("negative type", "regression", "max drop", "co-occurrence", "order_averaged"):  # no column cut to 80
+        assert whole in ok.output, whole
     summary = json.loads((results_copy / "summary.json").read_text())
     for s in summary["scores"]:
         if (s["method"], s["variant"], s["lang"], s["negative_type"]) == ("direct", "full", "ja", "all"):
@@ -202,3 +204,26 @@ def test_two_prompt_variants_are_shown_side_by_side_in_one_report(release, toy_d
         this, other = heads["corrected"][lang], heads["paper"][lang]
         assert f"| meta | {lang} | {this:.3f} | {other:.3f} | {this - other:.3f} |" in section
     assert heads["corrected"]["en"] == heads["paper"]["en"]  # English has one prompt: the variants ask the same
+
+
+def test_run_in_a_workspace_finds_its_latest_release_and_a_results_folder(release, toy_dir, tmp_path, monkeypatch):
+    """`eval run -w ws` needs neither --release nor --out: the workspace's store, its latest version, and
+    ws/eval/<version>/<model> (as the demo keeps its results under ws/eval/<version>)."""
+    import shutil
+
+    ws = tmp_path / "ws"
+    shutil.copytree(release, ws / "releases")
+    res = cli("eval", "run", "-w", str(ws), "--model", str(toy_dir), "--methods", "direct", "--batch-size", "16", "--no-report")
+    assert res.exit_code == 0, res.output
+    out = ws / "eval" / VERSION / toy_dir.name
+    assert f"results in {out}" in res.output
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["config"]["dataset"]["source"] == str(ws / "releases") and summary["config"]["dataset"]["version"] == VERSION
+    # BUILDER_WORKSPACE is the workspace as for every other command; a folder without releases says what to do.
+    monkeypatch.setenv("BUILDER_WORKSPACE", str(tmp_path / "empty"))
+    res = cli("eval", "run", "--model", str(toy_dir), "--methods", "direct")
+    assert res.exit_code == 1 and f"no releases in {tmp_path / 'empty' / 'releases'}" in res.output
+    assert "--release" in res.output and "builder publish" in res.output
+    # With --release, the results folder is the user's to name.
+    res = cli("eval", "run", "--release", str(release), "--model", str(toy_dir), "--methods", "direct")
+    assert res.exit_code == 1 and "--out" in res.output

@@ -271,6 +271,11 @@ def test_versions_are_immutable_and_bad_versions_write_nothing(demo_ws, tmp_path
     res = cli("publish", "--bump", "major", "--to", target, "-w", demo_ws.directory, "--dry-run")
     assert res.exit_code == 0 and "dry run: would publish 2.0.0 (after 1.0.0)" in res.output
     assert store.versions() == ["1.0.0"]
+    # A dry run needs no version: it checks as the next patch would be, and says so.
+    res = cli("publish", "--dry-run", "--to", target, "-w", demo_ws.directory)
+    assert res.exit_code == 0, res.output
+    assert "dry run: would publish 1.0.1 (after 1.0.0)" in res.output and "the next patch" in res.output
+    assert store.versions() == ["1.0.0"]
 
 
 def correct_word_after_generation(ws, lang: str, item_id: str) -> None:

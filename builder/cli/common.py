@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import NoReturn
 
 import typer
-from rich.console import Console
+from rich.console import Console, ConsoleDimensions
+from rich.rule import Rule
 
 from builder import languages as languages_mod
 from builder.audits.run import script_audit
@@ -19,8 +20,27 @@ from builder.runner import StageRun, run_stage
 from builder.selection import Scope
 from builder.workspace.store import Workspace, default_dir, open_workspace
 
-out = Console(soft_wrap=True)
-err = Console(stderr=True, soft_wrap=True)
+OFF_TERMINAL_WIDTH = 4096  # wide enough for any table the CLI prints: each then takes its own width
+RULE_WIDTH = 80
+
+
+class _Console(Console):
+    """On a terminal, its width; in a log or a pipe, where rich would assume 80 columns (or the terminal
+    on stdin) and cut a wide table's every column to "s… l… p…", wide enough that tables keep their
+    natural width. Text soft-wraps either way; a rule stays 80 wide."""
+
+    @property
+    def size(self) -> ConsoleDimensions:
+        size = super().size
+        return size if self.is_terminal else ConsoleDimensions(OFF_TERMINAL_WIDTH, size.height)
+
+    def rule(self, title="", *, characters="─", style="rule.line", align="center") -> None:
+        self.print(Rule(title, characters=characters, style=style, align=align),
+                   width=None if self.is_terminal else RULE_WIDTH)
+
+
+out = _Console(soft_wrap=True)
+err = _Console(stderr=True, soft_wrap=True)
 
 WorkspaceOpt = typer.Option(None, "--workspace", "-w", envvar="BUILDER_WORKSPACE", help="Workspace folder [default: ./workspace]")
 LangOpt = typer.Option(..., "--lang", "-l", help="Language codes, comma-separated, or 'all'")
