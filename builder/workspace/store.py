@@ -27,6 +27,7 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, OperationalError
 
+from builder.files import write_text
 from builder.workspace import schema as t
 
 DB_FILE = "workspace.sqlite"
@@ -82,9 +83,7 @@ def _record_server(directory: Path, url: str) -> None:
         return
     if (directory / DB_FILE).exists():
         raise WorkspaceError(f"{directory} holds a SQLite workspace ({DB_FILE}); a database server needs a folder of its own")
-    partial = recorded.with_suffix(".json.partial")
-    partial.write_text(json.dumps({"database_url": url}, indent=1) + "\n", encoding="utf-8")
-    partial.replace(recorded)
+    write_text(recorded, json.dumps({"database_url": url}, indent=1) + "\n")
 
 
 def engine_for(url: str) -> Engine:
