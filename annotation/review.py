@@ -4,7 +4,11 @@ Projects are remembered under the server's identity (`annotation.server`), found
 (`[stage:lang]` in the title), and tasks by our item key in `task.data`, listed from the server
 before every push: a push repeated after a crash or a server restart skips what is there, updates
 changed proposals in place (annotations stay), and imports only what is missing. Each push also
-brings a project's labeling config and curator instructions up to date in place. Pulling parses
+brings a project's labeling config and curator instructions up to date in place. A push to a project
+holds the workspace's lock for it (`Workspace.exclusive`), so two at once (a cron and a person, two
+workers of one PostgreSQL workspace) run one after the other and the second imports nothing twice.
+Duplicate tasks of an item (from pushes at once before that lock) are reduced to the oldest: a push
+removes the copies no curator has annotated, and a pull counts the annotations on copies as the oldest's. Pulling parses
 every exported annotation into a `builder.reviews.Annotation` and hands them to
 `builder.reviews.record_pull`, which records them with their lineage and turns the decisions into
 verified words and forms; this package writes no workspace table itself.
@@ -22,7 +26,7 @@ from annotation import inflections, judge, sentences
 from annotation.configs import CONFIGS
 from annotation.instructions import instructions
 from annotation.server import Connection
-from annotation.tasks import call_models, parse_annotation, task_hash, textarea
+from annotation.tasks import call_models, one_task_per_item, parse_annotation, task_hash, textarea
 from builder import reviews
 from builder.languages import SEED_LANGUAGES, registry
 from builder.records import Language
@@ -39,6 +43,7 @@ class PushSummary:
     created: int = 0
     updated: int = 0
     unchanged: int = 0
+    duplicates_removed: int = 0  # copies of a task no curator annotated (`existing_tasks`)
 
 
 def client(conn: Connection) -> LabelStudio:
@@ -152,13 +157,21 @@ def adjudication_tasks(ws: Workspace, lang: str, stage: str = "translation") -> 
     return tasks
 
 
-def existing_tasks(ls: LabelStudio, project_id: int) -> dict[str, tuple[int, str]]:
-    out = {}
-    for task in ls.tasks.list(project=project_id, include="id,data", page_size=1000):  # 5x faster than all fields
-        data = task.data or {}
-        if "item_key" in data:
-            out.setdefault(data["item_key"], (task.id, data.get("hash", "")))
-    return out
+def existing_tasks(ls: LabelStudio, project_id: int) -> tuple[dict[str, tuple[int, str]], list[int]]:
+    """Our item key -> (id, hash) of the project's task for it (of several, the oldest), and the ids of the other copies
+    that no curator annotated or skipped (what two pushes at once left before pushes were locked), to remove."""
+    tasks: dict[str, list] = {}
+    listed = ls.tasks.list(project=project_id, include="id,data,total_annotations,cancelled_annotations",
+                           page_size=1000)  # 5x faster than all fields
+    for task in listed:
+        if "item_key" in (task.data or {}):
+            tasks.setdefault(task.data["item_key"], []).append(task)
+    have, spare = {}, []
+    for key, copies in tasks.items():
+        first, *others = sorted(copies, key=lambda task: task.id)
+        have[key] = (first.id, first.data.get("hash", ""))
+        spare += [task.id for task in others if not (task.total_annotations or task.cancelled_annotations)]
+    return have, spare
 
 
 TASKS = {"translation": translation_tasks, "sentences": sentences.sentence_tasks, "inflections": inflections.inflection_tasks,
@@ -178,12 +191,20 @@ def push(ws: Workspace, conn: Connection, lang: str, *, stage: str = "translatio
     """Push review tasks; `overlap_share` of them go to `overlap` curators each (Label Studio's overlap)."""
     tasks = stage_tasks(ws, lang, stage)[: limit or None]
     ls = client(conn)
+    with ws.exclusive(f"review push to {conn.server} [{stage}:{lang}]"):
+        return _push(ws, ls, conn, lang, stage, tasks, chunk, overlap, overlap_share)
+
+
+def _push(ws: Workspace, ls: LabelStudio, conn: Connection, lang: str, stage: str, tasks: list[dict], chunk: int,
+          overlap: int, overlap_share: float) -> PushSummary:
     _adopt_recorded_by_url(ws, ls, conn)
     pid = ensure_project(ws, ls, conn, stage, lang)
     if overlap > 1:
         ls.projects.update(id=pid, maximum_annotations=overlap, overlap_cohort_percentage=round(overlap_share * 100))
-    have = existing_tasks(ls, pid)
-    summary = PushSummary()
+    have, spare = existing_tasks(ls, pid)
+    summary = PushSummary(duplicates_removed=len(spare))
+    for task_id in spare:
+        ls.tasks.delete(id=str(task_id))
     new = []
     for task in tasks:
         data = task["data"]
@@ -240,6 +261,5 @@ def pull(ws: Workspace, conn: Connection) -> PullSummary:
     users = {u.id: (u.email or u.username or str(u.id)) for u in ls.users.list()}
     records = [annotation_record(project, task, ann, users)
                for project in reviews.review_projects(ws, conn.server)
-               for task in ls.projects.exports.as_json(project.project_id)
-               for ann in task.get("annotations") or []]
+               for task, ann in one_task_per_item(ls.projects.exports.as_json(project.project_id))]
     return reviews.record_pull(ws, conn.server, records)

@@ -32,6 +32,7 @@ from importlib import metadata
 from pathlib import Path
 
 from builder.environments import ToolEnvironment
+from builder.files import write_text
 from builder.workspace.schema import SERVER_BY_URL
 
 LABEL_STUDIO = ToolEnvironment("label-studio")
@@ -161,10 +162,7 @@ def external_identity(url: str, token: str) -> str:
 
 def _write_secret(path: Path, value: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as fh:
-        fh.write(value)
-    os.chmod(path, 0o600)
+    write_text(path, value, mode=0o600)
 
 
 def _secret(path: Path, env: str | None) -> str:
@@ -251,9 +249,7 @@ def serve(
         if proc.poll() is not None:
             raise ServerError(f"Label Studio exited with code {proc.returncode}; see {sdir / 'server.log'}")
         if _healthy(url):
-            record, tmp = sdir / "server.json", sdir / "server.json.tmp"
-            tmp.write_text(json.dumps({"url": url, "pid": proc.pid, "data_dir": str(data)}))
-            tmp.replace(record)
+            write_text(sdir / "server.json", json.dumps({"url": url, "pid": proc.pid, "data_dir": str(data)}))
             return Connection(url, token, server)
         time.sleep(0.3)
     _kill(proc.pid)

@@ -25,6 +25,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from builder.files import write_text
 from builder.paths import requirements_dir
 
 PROJECT = "project"  # requirements/project.in: the project and its extras, installed into .venv
@@ -110,7 +111,7 @@ class ToolEnvironment:
                 if venv.is_relative_to(cache_root()):
                     shutil.rmtree(venv, ignore_errors=True)
                 _install(venv, self.lock)
-                (venv / INSTALLED).write_text(self.lock.read_text(encoding="utf-8"), encoding="utf-8")
+                write_text(venv / INSTALLED, self.lock.read_text(encoding="utf-8"))
         return venv
 
 
@@ -143,9 +144,7 @@ def make_lock(name: str, log=print) -> Path:
     notes = [ln for ln in source.read_text(encoding="utf-8").splitlines() if ln.startswith("#")]
     made = (f"# Made by `make lock` from requirements/{source.name} in a fresh venv (Python "
             f"{sys.version.split()[0]}, {sys.platform}); do not edit: change the .in file and run `make lock`.")
-    partial = lock.with_suffix(".lock.partial")
-    partial.write_text("\n".join([made, *notes, *pins]) + "\n", encoding="utf-8")
-    partial.replace(lock)
+    write_text(lock, "\n".join([made, *notes, *pins]) + "\n")
     return lock
 
 

@@ -43,7 +43,7 @@ from builder.records import Record, VerifiedWord
 from builder.selection import verified
 from builder.textdiff import edit_distance
 from builder.workspace import schema as t
-from builder.workspace.store import Workspace, collector_paused, now
+from builder.workspace.store import Workspace, collector_paused, now, upsert_replace
 
 __all__ = [
     "ADJUDICATION", "JUDGE_DECISIONS", "REVIEW_STAGES", "SENTENCE_DECISIONS", "TRANSLATION_DECISIONS",
@@ -222,11 +222,10 @@ def review_project(ws: Workspace, stage: str, lang: str, server: str) -> ReviewP
 
 
 def remember_project(ws: Workspace, project: ReviewProject) -> None:
-    """The project now serving (stage, lang); it replaces the one remembered before."""
-    p = t.review_projects
+    """The project now serving (stage, lang); it replaces the one remembered before (one upsert: two pushes to
+    different servers may remember theirs at once)."""
     with ws.transaction() as c:
-        c.execute(t.review_projects.delete().where(p.c.stage == project.stage, p.c.lang == project.lang))
-        c.execute(t.review_projects.insert().values(**project.model_dump()))
+        upsert_replace(c, t.review_projects, [project.model_dump()])
 
 
 class RecordedByUrl(Record):

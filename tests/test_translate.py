@@ -183,6 +183,27 @@ def test_a_dead_workers_claims_are_taken_over_and_their_requests_sent_once(sampl
     assert sample_ws.count(t.llm_claims) == 0
 
 
+def test_two_workers_probing_a_new_endpoint_at_once_both_record_its_mode_and_finish(sample_ws, server):
+    """The first run against an endpoint, on two workers: both probe it (held until both have asked), both record the
+    mode they found, and both finish; one row for the endpoint, every item proposed once."""
+    scope = Scope.parse(sample_ws, "can fly")
+    server.hold_after = 0
+    workers = [_worker(sample_ws, server, "fr", "--properties", "can fly", "--concurrency", "2") for _ in range(2)]
+    try:
+        _await("both workers probing the endpoint", lambda: server.stats.probes >= 2)
+        server.hold_after = None
+        server.release.set()  # the held probes fail as dropped connections: each worker probes again, at once
+        outputs = [w.communicate(timeout=300)[0] for w in workers]
+    finally:
+        for w in workers:
+            if w.poll() is None:
+                w.kill()
+    assert [w.returncode for w in workers] == [0, 0], outputs
+    assert [(r["endpoint"], r["mode"]) for r in LLMCache.of_workspace(sample_ws).endpoints()] == [(server.base_url, "json_schema")]
+    per_item = Counter(r["item_id"] for r in proposals(sample_ws))
+    assert len(per_item) == len(scope.items(sample_ws)) and set(per_item.values()) == {1}
+
+
 def test_offline_rerun_reproduces_the_same_proposals_without_requests(sample_ws, server):
     run(sample_ws, server, ["hu", "tr", "ko"])
     first = {(r["item_id"], r["lang"], r["text"]) for r in proposals(sample_ws)}

@@ -87,7 +87,8 @@ def review_push(
                      overlap_share=overlap_share)
         except Exception as exc:  # noqa: BLE001 - server and stage errors alike
             fail(exc)
-        out.print(f"{stage} {lg.code}: created {s.created}, updated {s.updated}, unchanged {s.unchanged}")
+        removed = f", duplicates removed {s.duplicates_removed}" if s.duplicates_removed else ""
+        out.print(f"{stage} {lg.code}: created {s.created}, updated {s.updated}, unchanged {s.unchanged}{removed}")
 
 
 @review_app.command("pull")

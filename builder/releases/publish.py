@@ -137,8 +137,7 @@ def publish(ws: Workspace, req: PublishRequest, *, api=None) -> PublishResult:
     changelog = _changelog(source, existing, entry)
     message = f"Release {version}" + (f"\n\n{req.notes}" if req.notes else "")
     lap("statistics")
-    with store.lock():
-        store.sync_worktree()
+    with store.lock():  # and the store repaired, if a publish was killed
         if store.latest() != parent:
             raise StoreError(f"{store.root} changed while publishing (latest is now {store.latest()}); run again")
         with store.build_dir() as tmp:

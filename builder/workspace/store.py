@@ -13,6 +13,7 @@ folders (one per machine or worker) may record the same URL: they are one shared
 from __future__ import annotations
 
 import gc
+import hashlib
 import json
 import os
 from collections.abc import Iterator
@@ -21,12 +22,14 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from filelock import FileLock
 from sqlalchemy import Connection, Engine, Result, Table, create_engine, event, func, inspect, literal, select, text
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, OperationalError
 
+from builder.files import write_text
 from builder.workspace import schema as t
 
 DB_FILE = "workspace.sqlite"
@@ -82,9 +85,7 @@ def _record_server(directory: Path, url: str) -> None:
         return
     if (directory / DB_FILE).exists():
         raise WorkspaceError(f"{directory} holds a SQLite workspace ({DB_FILE}); a database server needs a folder of its own")
-    partial = recorded.with_suffix(".json.partial")
-    partial.write_text(json.dumps({"database_url": url}, indent=1) + "\n", encoding="utf-8")
-    partial.replace(recorded)
+    write_text(recorded, json.dumps({"database_url": url}, indent=1) + "\n")
 
 
 def engine_for(url: str) -> Engine:
@@ -259,6 +260,25 @@ class Workspace:
     def close(self) -> None:
         self.engine.dispose()
 
+    @contextmanager
+    def exclusive(self, name: str) -> Iterator[None]:
+        """Held by one process at a time among all that open this workspace, for an operation that must not run twice
+        at once (a push to one Label Studio project). On PostgreSQL a session advisory lock on a connection of its
+        own, which covers workers on other machines; on SQLite, whose processes share one machine, a file lock beside
+        the database. Either ends with its holder, so a killed process leaves no lock behind."""
+        digest = hashlib.sha256(name.encode()).digest()
+        if self.engine.dialect.name != "postgresql":
+            with FileLock(self.directory / f".lock-{digest.hex()[:16]}"):
+                yield
+            return
+        key = int.from_bytes(digest[:8], "big", signed=True)
+        with self.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+            conn.execute(text("SELECT pg_advisory_lock(:key)"), {"key": key})
+            try:
+                yield
+            finally:
+                conn.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": key})
+
     # -- generic helpers -------------------------------------------------------------------------
 
     def upsert_ignore(self, conn: Connection, table: Table, rows: list[dict[str, Any]]) -> int:
@@ -287,6 +307,6 @@ class Workspace:
         return [r["data"] for r in self.rows(select(t.languages.c.data).order_by(t.languages.c.code))]
 
     def add_language(self, data: dict[str, Any]) -> None:
+        """Declare a language, or replace its declaration (one upsert: safe when two processes declare it at once)."""
         with self.transaction() as conn:
-            conn.execute(t.languages.delete().where(t.languages.c.code == data["code"]))
-            conn.execute(t.languages.insert().values(code=data["code"], data=data, added_at=now()))
+            upsert_replace(conn, t.languages, [dict(code=data["code"], data=data, added_at=now())])
