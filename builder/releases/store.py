@@ -12,7 +12,6 @@ Versions are read from the tags' trees, never from the working tree.
 from __future__ import annotations
 
 import hashlib
-import os
 import shutil
 import subprocess
 import tempfile
@@ -22,6 +21,7 @@ from pathlib import Path
 
 from filelock import FileLock
 
+from builder.child_env import child_env
 from builder.releases import versions as V
 
 BRANCH = "main"
@@ -37,8 +37,7 @@ def sha256(data: bytes) -> str:
 
 
 def _git(cwd: Path, *args: str, input: bytes | None = None, env: dict | None = None) -> bytes:
-    proc = subprocess.run(["git", "-C", str(cwd), *args], input=input, capture_output=True,
-                          env={**os.environ, **(env or {})})
+    proc = subprocess.run(["git", "-C", str(cwd), *args], input=input, capture_output=True, env=child_env(**(env or {})))
     if proc.returncode != 0:
         raise StoreError(f"git {' '.join(args[:2])} failed in {cwd}: {proc.stderr.decode(errors='replace').strip()}")
     return proc.stdout
@@ -124,7 +123,7 @@ class ReleaseStore:
         compressed, so loose objects use zlib level 1."""
         if self.exists():
             marked = subprocess.run(["git", "-C", str(self.root), "config", "--local", "builder.releasestore"],
-                                    capture_output=True, text=True).stdout.strip()
+                                    capture_output=True, text=True, env=child_env()).stdout.strip()
             if marked != "true":
                 raise StoreError(f"{self.root} is a git repository but not a release store; choose another --to")
             return
