@@ -149,7 +149,7 @@ def external_identity(url: str, token: str) -> str:
     from label_studio_sdk import LabelStudio
     from label_studio_sdk.core.api_error import ApiError
 
-    ls = LabelStudio(base_url=url, api_key=token)
+    ls = LabelStudio(base_url=url, api_key=token, httpx_client=http_client(url))
     org, created = None, {}
     try:
         org = ls.users.whoami().active_organization
@@ -158,6 +158,28 @@ def external_identity(url: str, token: str) -> str:
         if exc.status_code not in (403, 404):
             raise
     return f"org:{org}@{created[org].isoformat()}" if org in created else f"{SERVER_BY_URL}{url}"
+
+
+def lost(url: str, exc: Exception) -> str:
+    """What to say when Label Studio at `url` does not answer: that server, and what to do."""
+    return (f"Label Studio at {url} did not answer ({type(exc).__name__}: {exc}): if it stopped or crashed, start it "
+            "again (`builder review serve`; a team's server, its admin) and run the command again, which skips what "
+            "the server already holds")
+
+
+def http_client(url: str):
+    """The HTTP client the Label Studio SDK is given: its connection errors name the server and say what to do.
+    They keep their httpx types, so the SDK still retries them as it does."""
+    import httpx
+
+    class Named(httpx.HTTPTransport):
+        def handle_request(self, request: httpx.Request) -> httpx.Response:
+            try:
+                return super().handle_request(request)
+            except httpx.TransportError as exc:
+                raise type(exc)(lost(url, exc), request=request) from exc
+
+    return httpx.Client(timeout=60, follow_redirects=True, transport=Named())
 
 
 def _write_secret(path: Path, value: str) -> None:

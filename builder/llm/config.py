@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, SecretStr
 
-from builder.llm.endpoint import NO_KEY, redact_url
+from builder.llm.endpoint import redact_url
 from builder.paths import sample_dir
 
 DEFAULT_MODEL = "gpt-4o-2024-08-06"
@@ -46,7 +46,7 @@ class LLMSettings(BaseModel):
         live = bool(env.get("OPENAI_API_KEY") or env.get("OPENAI_BASE_URL"))
         values: dict = {
             "base_url": env.get("OPENAI_BASE_URL") or None,
-            "api_key": env.get("OPENAI_API_KEY") or (NO_KEY if live else None),
+            "api_key": env.get("OPENAI_API_KEY") or ("not-needed" if live else None),
             "model": env.get("BUILDER_LLM_MODEL", DEFAULT_MODEL),
             "mode": "api" if live else "recording",
         }

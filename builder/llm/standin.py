@@ -8,8 +8,8 @@ slower than the client's time-out, malformed JSON, JSON that breaks the schema, 
 and sentence pairs whose frames differ. It fails as real servers do: a response format it lacks is
 refused with the status and words of the server it plays (`JSON_SCHEMA_400`, llama.cpp's
 `LLAMA_CPP_500`); a reply longer than `max_tokens` is cut off (`finish_reason: length`); messages
-beyond `context_tokens` get 400 `context_length_exceeded`; a wrong path, model or key (or user and
-password, with `basic_auth`) gets 404 or 401; a batch goes through the Batch API's states and ends as
+beyond `context_tokens` get 400 `context_length_exceeded`; a wrong path, model or key gets 404 or
+401; a batch goes through the Batch API's states and ends as
 `BatchScript` says (completed, failed, expired, cancelled; lines failing; all lines failing, with
 no output file). It counts what it served, so tests can check that a resumed run never asks again
 for an item already answered, how many re-asks it received, and that no batch line was paid twice.
@@ -263,8 +263,8 @@ class StandinServer:
         self.model = model
         self.check_model = check_model  # answer only `model` (else any name, as llama.cpp does)
         self.api_key = api_key  # when set, any other bearer token gets 401
-        self.basic_auth: tuple[str, str] | None = None  # when set, (user, password) are wanted as HTTP Basic auth instead
         self.context_tokens: int | None = None  # when set, longer messages get 400 context_length_exceeded
+        self.basic_auth: tuple[str, str] | None = None  # when set, (user, password) are wanted as HTTP Basic auth instead
         self.stats = Stats()
         self.hold_after: int | None = None  # after this many good replies, hold further requests
         self.release = threading.Event()
@@ -276,12 +276,6 @@ class StandinServer:
         self._batch_states: dict[str, list[str]] = {}  # batch id -> the states its next polls will see
         self._httpd = _Server(("127.0.0.1", 0), self._handler())
         self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
-
-    def authorization(self) -> str | None:
-        """The Authorization header every request must carry, if any."""
-        if self.basic_auth is not None:
-            return "Basic " + base64.b64encode(":".join(self.basic_auth).encode()).decode("ascii")
-        return None if self.api_key is None else f"Bearer {self.api_key}"
 
     @property
     def base_url(self) -> str:
@@ -404,11 +398,12 @@ class StandinServer:
                 return self.path.split("?", 1)[0]
 
             def _refused(self) -> bool:
-                """Answer 404 off /v1 (as FastAPI servers do) and 401 to a wrong key; True when it did."""
+                """Answer 404 off /v1 (as FastAPI servers do) and 401 to a wrong key (or user and password); True when it did."""
                 if not self.route.startswith("/v1/"):
                     self._json(404, {"detail": "Not Found"})
                     return True
-                wanted = srv.authorization()
+                wanted = (None if srv.api_key is None else f"Bearer {srv.api_key}") if srv.basic_auth is None else (
+                    "Basic " + base64.b64encode(":".join(srv.basic_auth).encode()).decode("ascii"))
                 if wanted is not None and self.headers.get("Authorization") != wanted:
                     self._json(401, {"error": {"message": "Incorrect API key provided: sk-***.", "type": "invalid_request_error",
                                                "param": None, "code": "invalid_api_key"}})
