@@ -23,7 +23,11 @@ class Scope:
         if not spec:
             return cls()
         path = Path(spec)
-        if path.is_file():
+        try:
+            listed = path.is_file()
+        except (OSError, ValueError):  # a name too long for a file, or holding a NUL: a list, to be checked as such
+            listed = False
+        if listed:
             try:
                 lines = enumerate(path.read_text(encoding="utf-8").splitlines(), start=1)
             except UnicodeDecodeError as exc:
