@@ -25,6 +25,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from builder.child_env import INSTALLER, child_env
 from builder.files import write_text
 from builder.paths import requirements_dir
 
@@ -54,7 +55,7 @@ def read_lock(path: Path) -> list[str]:
 def freeze(python: Path) -> list[str]:
     """What an environment holds, as `pip freeze` writes it (the project itself left out)."""
     done = subprocess.run([str(python), "-m", "pip", "freeze", "--exclude", PROJECT_DIST],
-                          capture_output=True, text=True, check=True)
+                          capture_output=True, text=True, check=True, env=child_env(also=INSTALLER))
     return [ln.strip() for ln in done.stdout.splitlines() if ln.strip() and not ln.startswith("#")]
 
 
@@ -121,8 +122,9 @@ def tools() -> list[ToolEnvironment]:
 
 
 def _install(venv: Path, lock: Path) -> None:
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-    subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-qq", "-r", str(lock)], check=True)
+    env = child_env(also=INSTALLER)
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, env=env)
+    subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-qq", "-r", str(lock)], check=True, env=env)
     check(venv / "bin" / "python", lock)
 
 

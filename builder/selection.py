@@ -7,6 +7,7 @@ from pathlib import Path
 
 from sqlalchemy import select
 
+from builder.inputs import InputError, checked
 from builder.records import normalise
 from builder.workspace import schema as t
 from builder.workspace.store import Workspace
@@ -22,11 +23,18 @@ class Scope:
         if not spec:
             return cls()
         path = Path(spec)
-        names = (
-            [ln.strip() for ln in path.read_text(encoding="utf-8").splitlines() if ln.strip()]
-            if path.is_file()
-            else [s.strip() for s in spec.split(",") if s.strip()]
-        )
+        try:
+            listed = path.is_file()
+        except (OSError, ValueError):  # a name too long for a file, or holding a NUL: a list, to be checked as such
+            listed = False
+        if listed:
+            try:
+                lines = enumerate(path.read_text(encoding="utf-8").splitlines(), start=1)
+            except UnicodeDecodeError as exc:
+                raise InputError(f"{path}: not valid UTF-8 (byte {exc.start}): {exc.reason}") from exc
+            names = [checked(ln.strip(), f"{path}:{n}", name=True) for n, ln in lines if ln.strip()]
+        else:
+            names = [checked(s.strip(), "--properties", name=True) for s in spec.split(",") if s.strip()]
         known = {normalise(r["english"]): r["id"] for r in ws.rows(select(t.properties.c.id, t.properties.c.english))}
         missing = [n for n in names if normalise(n) not in known]
         if missing:

@@ -77,9 +77,32 @@ def test_a_server_that_is_not_running_fails_at_once_naming_the_url(ws, server):
 def test_a_refused_key_is_named_and_never_echoed(ws, server):
     server.api_key = "the-right-key"
     message, client = failure(ws, server, api_key="sk-wrong-but-secret")
-    assert message == (f"the LLM endpoint {server.base_url} refused the API key (HTTP 401): set OPENAI_API_KEY to a key "
-                       "it accepts (a local server started without a key accepts any)")
+    assert message == (f"the LLM endpoint {server.base_url} refused the key in OPENAI_API_KEY (as a Bearer token) "
+                       "(HTTP 401): set OPENAI_API_KEY to a key it accepts (a local server started without a key accepts any)")
     assert client.stats.retries == 0
+
+
+def test_the_key_and_the_urls_user_and_password_each_go_where_meant(ws, server):
+    """The key as a Bearer token, the URL's user and password as Basic auth where no key is set; when both are
+    given the key wins and the refusal says the user and password were not sent. Neither secret is ever echoed."""
+    secret_url = server.base_url.replace("http://", "http://curator:s3cret%40pass@")
+    shown = server.base_url.replace("http://", "http://***@")
+    server.api_key = "sk-the-right-key"
+    reply, _ = ask(ws, server, base_url=secret_url, api_key="sk-the-right-key")  # was sent as Basic auth, and refused
+    assert reply.value is not None
+    server.basic_auth = ("curator", "s3cret@pass")
+    reply, _ = ask(ws, server, base_url=secret_url, api_key=None, model="other")
+    assert reply.value is not None
+    message, _ = failure(ws, server, base_url=secret_url, api_key="sk-the-right-key", model="third")
+    assert message == (f"the LLM endpoint {shown} refused the key in OPENAI_API_KEY (as a Bearer token) (HTTP 401): set "
+                       "OPENAI_API_KEY to a key it accepts (a local server started without a key accepts any); the user "
+                       "and password in OPENAI_BASE_URL were not sent, because a key is set and the key wins (unset "
+                       "OPENAI_API_KEY to send them as HTTP Basic auth)")
+    server.basic_auth = ("curator", "another")
+    message, _ = failure(ws, server, base_url=secret_url, api_key=None, model="fourth")
+    assert message == (f"the LLM endpoint {shown} refused the user and password in OPENAI_BASE_URL (as HTTP Basic auth) "
+                       "(HTTP 401): correct them in OPENAI_BASE_URL, or set OPENAI_API_KEY if the server wants a key (it "
+                       "is then sent instead)")
 
 
 def test_credentials_in_the_base_url_are_redacted_everywhere(ws, server, caplog):

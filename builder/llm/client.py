@@ -216,11 +216,12 @@ class LLMClient:
             from builder.llm.recording import ReplayTransport
 
             http_client = httpx2.AsyncClient(transport=ReplayTransport.from_file(settings.recording_path))
-        base_url, query = endpoint.split_query(settings.base_url)  # a key in the query goes with every request
+        self.credentials = endpoint.credentials(settings.base_url, settings.api_key.get_secret_value() if settings.api_key else None)
+        options = self.credentials.sdk_options()
+        if settings.mode == "recording" and not options["base_url"]:
+            options["base_url"] = "http://recording.invalid/v1"
         self._sdk = openai.AsyncOpenAI(
-            base_url=base_url or ("http://recording.invalid/v1" if settings.mode == "recording" else None),
-            default_query=query or None,
-            api_key=settings.api_key.get_secret_value() if settings.api_key else "recording",
+            **options,
             timeout=settings.timeout_s,
             max_retries=0,  # retries are ours: bounded, jittered, Retry-After aware, and counted
             http_client=http_client,
@@ -642,7 +643,7 @@ class LLMClient:
             return (f"{what} to {url} timed out {attempts} times ({self.settings.timeout_s:g} s each): a server that "
                     "answers one request at a time needs a lower --concurrency or a longer BUILDER_LLM_TIMEOUT")
         if isinstance(exc, (openai.AuthenticationError, openai.PermissionDeniedError)):
-            return endpoint.key_refused(url, exc.status_code)
+            return endpoint.key_refused(url, exc.status_code, self.credentials)
         if isinstance(exc, openai.NotFoundError):
             return await endpoint.not_found(self._sdk, url, self.settings.model)
         if isinstance(exc, RETRYABLE):

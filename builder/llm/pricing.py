@@ -18,7 +18,7 @@ import yaml
 
 from builder.paths import data_dir
 
-_SNAPSHOT = re.compile(r"-(\d{4}-\d{2}-\d{2}|\d{4})$")  # -2024-07-18, or the older -0613
+_SNAPSHOT = re.compile(r"-([0-9]{4}-[0-9]{2}-[0-9]{2}|[0-9]{4})\Z")  # -2024-07-18, or the older -0613
 
 
 @lru_cache(maxsize=1)

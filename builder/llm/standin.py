@@ -25,6 +25,7 @@ two concepts, or an M2C question (context and question lines, then an empty answ
 
 from __future__ import annotations
 
+import base64
 import email.parser
 import hashlib
 import json
@@ -280,6 +281,7 @@ class StandinServer:
         self.slots = slots  # requests answered at once; the rest queue
         self.api_key = api_key  # when set, any other bearer token gets 401
         self.context_tokens: int | None = None  # when set, longer messages get 400 context_length_exceeded
+        self.basic_auth: tuple[str, str] | None = None  # when set, (user, password) are wanted as HTTP Basic auth instead
         self.stats = Stats()
         self.hold_after: int | None = None  # after this many good replies, hold further requests
         self.release = threading.Event()
@@ -440,11 +442,13 @@ class StandinServer:
                 return self.path.split("?", 1)[0]
 
             def _refused(self) -> bool:
-                """Answer 404 off /v1 (as FastAPI servers do) and 401 to a wrong key; True when it did."""
+                """Answer 404 off /v1 (as FastAPI servers do) and 401 to a wrong key (or user and password); True when it did."""
                 if not self.route.startswith("/v1/"):
                     self._json(404, {"detail": "Not Found"})
                     return True
-                if srv.api_key is not None and self.headers.get("Authorization") != f"Bearer {srv.api_key}":
+                wanted = (None if srv.api_key is None else f"Bearer {srv.api_key}") if srv.basic_auth is None else (
+                    "Basic " + base64.b64encode(":".join(srv.basic_auth).encode()).decode("ascii"))
+                if wanted is not None and self.headers.get("Authorization") != wanted:
                     self._json(401, {"error": {"message": "Incorrect API key provided: sk-***.", "type": "invalid_request_error",
                                                "param": None, "code": "invalid_api_key"}})
                     return True

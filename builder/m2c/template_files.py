@@ -8,7 +8,9 @@ lexicon references resolved from the workspace:
     place:
       lexicon: {bundles: [NOM.SG, GEN.SG], lemmas: {pöytä: "", tuoli: ""}}   # lemma -> lexeme features
 
-Errors name the file, line and column, also inside block scalars.
+Errors name the file, line and column, also inside block scalars. Every string in a file (keys and
+values) is checked first as any user-supplied text is (`builder.inputs`: control characters, which a
+double-quoted YAML string can write as `\0`, and length).
 """
 
 from __future__ import annotations
@@ -22,9 +24,10 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict
 
+from builder.inputs import text_problem
 from builder.m2c.engine import Lexeme, Template
 from builder.m2c.errors import TemplateError, Where
-from builder.m2c.language import Language, load_language
+from builder.m2c.language import Language, available, load_language
 from builder.m2c.syntax import Locate
 from builder.paths import data_dir
 
@@ -186,14 +189,35 @@ def _values(name: str, raw: Any, node: yaml.Node, path: str, lang: str, resolve:
     return out
 
 
+def _check_text(node: yaml.Node | None, path: str) -> None:
+    """Every scalar of the document (keys too) passes `inputs.text_problem`, or a `TemplateError` says where."""
+    if isinstance(node, yaml.ScalarNode):
+        problem = text_problem(node.value)
+        if problem:
+            raise TemplateError(problem, _where(node, path))
+    elif isinstance(node, yaml.SequenceNode):
+        for child in node.value:
+            _check_text(child, path)
+    elif isinstance(node, yaml.MappingNode):
+        for key, value in node.value:
+            _check_text(key, path)
+            _check_text(value, path)
+
+
 def load_file(path: Path, *, resolve: Resolver | None = None, lang: str | None = None) -> list[TestTemplate]:
     """The test templates of one file; `resolve` turns lexicon references into lexemes."""
-    text = path.read_text(encoding="utf-8")
     shown = str(path)
+    data = path.read_bytes()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        where = Where(shown, data[: exc.start].count(b"\n") + 1, exc.start - data.rfind(b"\n", 0, exc.start))
+        raise TemplateError(f"not valid UTF-8: {exc.reason}", where) from exc
     try:
         root = yaml.compose(text)
+        _check_text(root, shown)
         raw = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
+    except (yaml.YAMLError, RecursionError) as exc:
         mark = getattr(exc, "problem_mark", None)
         where = Where(shown, mark.line + 1, mark.column + 1) if mark else Where(shown, 1, 1)
         raise TemplateError(f"not valid YAML: {getattr(exc, 'problem', exc)}", where) from exc
@@ -201,6 +225,11 @@ def load_file(path: Path, *, resolve: Resolver | None = None, lang: str | None =
         raise TemplateError("a template file is a mapping with a list under 'templates'", Where(shown, 1, 1))
     lang = raw.get("language") or lang or path.parent.name
     capability = raw.get("capability") or path.stem
+    if lang not in available():
+        raise TemplateError(f"no M2C language data for language {lang!r} (have: {', '.join(available())})",
+                            _where(_child(root, "language"), shown) or Where(shown, 1, 1))
+    if not isinstance(capability, str):
+        raise TemplateError(f"capability {capability!r} is not a name", _where(_child(root, "capability"), shown))
     language = load_language(lang)
     lines = text.splitlines()
     shared_node = _child(root, "placeholders")
@@ -238,7 +267,11 @@ def load_file(path: Path, *, resolve: Resolver | None = None, lang: str | None =
                             value_where=value_where, placeholders={**shared, **own})
         alt_keys = tuple(k for k in texts if k.startswith("alternative"))
         regexes = tuple(a for a in alts if isinstance(a, str) and a.startswith("re:"))
-        out.append(TestTemplate(tid, lang, capability, template, alt_keys, int(entry.get("n", 100)), language, regexes))
+        n = entry.get("n", 100)
+        if not isinstance(n, int) or isinstance(n, bool) or n < -1:
+            raise TemplateError(f"template #{i + 1}: n must be a number of tests (-1: all), not {n!r}",
+                                _where(_child(node, "n"), shown))
+        out.append(TestTemplate(tid, lang, capability, template, alt_keys, n, language, regexes))
     return out
 
 

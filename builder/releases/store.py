@@ -28,6 +28,7 @@ from pathlib import Path
 
 from filelock import FileLock
 
+from builder.child_env import child_env
 from builder.files import write_text
 from builder.releases import versions as V
 
@@ -45,12 +46,21 @@ def sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def _git(cwd: Path, *args: str, input: bytes | None = None, env: dict | None = None) -> bytes:
-    # The ceiling keeps git from taking a repository above the store for it (a `.git` not made whole yet is none).
+DAMAGE = ("corrupt", "unable to unpack", "unable to read", "inflate:", "bad object", "hash mismatch", "did not match")
+
+
+def _git(cwd: Path, *args: str, input: bytes | None = None, env: dict | None = None, what: str = "the release store") -> bytes:
+    """git's output; a `StoreError` when it fails, or when it reports damaged objects (which `cat-file --batch`
+    answers as missing, exiting 0): the error names `what` was read, where, and what to do. The ceiling keeps git from
+    taking a repository above the store for it (a `.git` not made whole yet is none)."""
     proc = subprocess.run(["git", "-C", str(cwd), *args], input=input, capture_output=True,
-                          env={**os.environ, "GIT_CEILING_DIRECTORIES": str(Path(cwd).absolute().parent), **(env or {})})
+                          env=child_env(GIT_CEILING_DIRECTORIES=str(Path(cwd).absolute().parent), **(env or {})))
+    said = proc.stderr.decode(errors="replace").strip()
+    if any(words in said for words in DAMAGE):
+        raise StoreError(f"{what} in {cwd} cannot be read: git objects are damaged ({said.splitlines()[-1]}): restore "
+                         f"the store from a backup or another copy of it (`git -C {cwd} fsck` lists what is damaged)")
     if proc.returncode != 0:
-        raise StoreError(f"git {' '.join(args[:2])} failed in {cwd}: {proc.stderr.decode(errors='replace').strip()}")
+        raise StoreError(f"git {' '.join(args[:2])} failed in {cwd}: {said}")
     return proc.stdout
 
 
@@ -121,7 +131,7 @@ class ReleaseStore:
     def files(self, version: str) -> dict[str, str]:
         """path -> git blob id of every file in the version."""
         out = {}
-        for entry in _git(self.root, "ls-tree", "-r", "-z", V.tag(version)).split(b"\0"):
+        for entry in _git(self.root, "ls-tree", "-r", "-z", V.tag(version), what=f"version {version}").split(b"\0"):
             if entry:
                 meta, path = entry.split(b"\t", 1)
                 out[path.decode()] = meta.split()[2].decode()
@@ -130,7 +140,7 @@ class ReleaseStore:
     def read(self, version: str, paths: list[str]) -> dict[str, bytes]:
         """The contents of files of a version, read from git objects in one batch."""
         spec = "".join(f"{V.tag(version)}:{p}\n" for p in paths).encode()
-        raw = _git(self.root, "cat-file", "--batch", input=spec)
+        raw = _git(self.root, "cat-file", "--batch", input=spec, what=f"version {version}")
         out, pos = {}, 0
         for p in paths:
             header_end = raw.index(b"\n", pos)
@@ -157,7 +167,7 @@ class ReleaseStore:
     def _marked(self) -> bool:
         return self.exists() and subprocess.run(
             ["git", "-C", str(self.root), "config", "--local", "builder.releasestore"], capture_output=True, text=True,
-            env={**os.environ, "GIT_CEILING_DIRECTORIES": str(self.root.parent)}).stdout.strip() == "true"
+            env=child_env(GIT_CEILING_DIRECTORIES=str(self.root.parent))).stdout.strip() == "true"
 
     def _only_git(self) -> bool:
         return not self.root.exists() or all(p.name == ".git" for p in self.root.iterdir())

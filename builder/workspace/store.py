@@ -88,13 +88,33 @@ def _record_server(directory: Path, url: str) -> None:
     write_text(recorded, json.dumps({"database_url": url}, indent=1) + "\n")
 
 
+DAMAGED = ("file is not a database", "database disk image is malformed")  # SQLite's words for a damaged file
+CORRUPTED = ("XX001", "XX002")  # PostgreSQL's data_corrupted, index_corrupted
+
+
 def engine_for(url: str) -> Engine:
-    """An engine for a database URL; SQLite gets WAL, foreign keys and a busy time-out."""
+    """An engine for a database URL; SQLite gets WAL, foreign keys and a busy time-out. A damaged database
+    (and, on a server, a lost connection) fails with one `WorkspaceError` naming it and saying what to do."""
     try:
         engine = create_engine(url, future=True)
     except ModuleNotFoundError as exc:
         raise WorkspaceError(f"{make_url(url).render_as_string()} needs the {exc.name} driver: "
                              "pip install 'xbench-builder[postgresql]'") from exc
+
+    @event.listens_for(engine, "handle_error")
+    def _named(ctx) -> None:
+        orig, shown = ctx.original_exception, engine.url.render_as_string()
+        if engine.dialect.name == "sqlite" and any(words in str(orig) for words in DAMAGED):
+            path = engine.url.database
+            raise WorkspaceError(f"the workspace database {path} is damaged ({orig}): restore it from a backup, or "
+                                 f"recover what is readable with `sqlite3 {path} .recover | sqlite3 recovered.sqlite` "
+                                 f"and put that file in its place") from ctx.sqlalchemy_exception
+        if getattr(orig, "sqlstate", None) in CORRUPTED:
+            raise WorkspaceError(f"the workspace database {shown} reports damaged data ({str(orig).strip()}): ask its "
+                                 "administrator to restore it from a backup (or REINDEX a damaged index)") from ctx.sqlalchemy_exception
+        if ctx.is_disconnect and ctx.connection is not None:
+            raise WorkspaceError(f"lost the connection to the workspace database {shown} ({str(orig).strip()}): check "
+                                 "that the server is up, then run the command again (it resumes)") from ctx.sqlalchemy_exception
     if engine.dialect.name == "sqlite":
 
         @event.listens_for(engine, "connect")
@@ -146,6 +166,8 @@ def open_workspace(directory: Path | str | None = None) -> Workspace:
     with engine.connect() as conn:
         try:
             version = conn.execute(select(t.meta.c.value).where(t.meta.c.key == "schema_version")).scalar()
+        except WorkspaceError:
+            raise
         except Exception as exc:  # noqa: BLE001 - any failure here means "not a workspace"
             raise WorkspaceError(f"{directory} is not a builder workspace: {exc}") from exc
     if version is None:
