@@ -10,6 +10,7 @@ from rich.table import Table
 from builder.cli.common import (
     DryRunOpt,
     OfflineOpt,
+    ReaskOpt,
     TemplatesOpt,
     WorkspaceOpt,
     err,
@@ -18,6 +19,7 @@ from builder.cli.common import (
     open_ws,
     out,
     report_stage,
+    show_steps,
 )
 from builder.languages import registry
 from builder.m2c.errors import TemplateError
@@ -26,6 +28,7 @@ from builder.m2c.language import available
 from builder.m2c.lexicon import LexiconImportError, import_unimorph, list_forms, verify_fills
 from builder.m2c.render import render_tests
 from builder.m2c.template_files import load_file, template_files
+from builder.next_steps import stage_steps
 from builder.runner import run_stage
 
 lexicon_app = typer.Typer(help="M2C inflection tables: import UniMorph, verify proposed forms, show.", no_args_is_help=True)
@@ -124,9 +127,11 @@ def fill_cmd(
     templates: Path | None = TemplatesOpt,
     offline: bool = OfflineOpt,
     dry_run: bool = DryRunOpt,
+    reask_flagged: bool = ReaskOpt,
     workspace: Path | None = WorkspaceOpt,
 ) -> None:
-    """The LLM proposes the forms the templates need and the lexicon lacks; curators then verify them."""
+    """The LLM proposes the forms the templates need and the lexicon lacks (again for flagged lemmas, with the
+    reason); curators then verify them."""
     ws = open_ws(workspace)
     settings = llm_settings(offline, dry_run, False, None)
     for code in _m2c_langs(lang):
@@ -139,11 +144,13 @@ def fill_cmd(
             continue
         record = registry(ws)[code]
         try:
-            run = run_stage(ws, settings, "fill", lambda c, p, todo=todo, record=record: propose_forms(ws, c, record, todo), err)
+            run = run_stage(ws, settings, "fill", lambda c, p, todo=todo, record=record: propose_forms(
+                ws, c, record, todo, reask_flagged=reask_flagged), err)
         except Exception as exc:  # noqa: BLE001 - endpoint and cache errors alike
             fail(exc)
         report_stage(run, f"{code}: proposed {run.result.proposed} form(s) for {run.result.lemmas} lemma(s)"
                      + (f"; flagged {', '.join(run.result.flagged)}" if run.result.flagged else ""))
+        show_steps(stage_steps(ws, "fill", [code], ("--templates", str(templates)) if templates else ()))
 
 
 @templates_app.command("render")

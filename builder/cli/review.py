@@ -17,6 +17,7 @@ from builder.cli.common import (
     JsonOpt,
     LangOpt,
     OfflineOpt,
+    ReaskOpt,
     WorkspaceOpt,
     err,
     fail,
@@ -26,9 +27,11 @@ from builder.cli.common import (
     llm_stage,
     open_ws,
     out,
+    show_steps,
     workspace_dir,
 )
 from builder.languages import label, registry
+from builder.next_steps import Step, command, next_steps, stage_steps
 
 review_app = typer.Typer(help="Expert review in Label Studio: serve, push, pull, re-propose, status.", no_args_is_help=True)
 
@@ -105,6 +108,7 @@ def review_pull(workspace: Path | None = WorkspaceOpt) -> None:
     if s.forms:
         out.print("inflection forms: " + ", ".join(f"{k} {v}" for k, v in sorted(s.forms.items())))
     flag_scripts(ws)
+    show_steps(next_steps(ws))
 
 
 @review_app.command("repropose")
@@ -112,9 +116,11 @@ def review_repropose(
     lang: str = LangOpt,
     stage: str = typer.Option("translation", help="translation (words back to translation) | sentences (pairs back to generation)"),
     offline: bool = OfflineOpt,
+    reask_flagged: bool = ReaskOpt,
     workspace: Path | None = WorkspaceOpt,
 ) -> None:
-    """Send rejected and ambiguous items back to the LLM with the curator's comment."""
+    """Send rejected and ambiguous items back to the LLM with the curator's comment; an item the LLM fails stays
+    rejected, and later runs ask it again with the reason."""
     from builder.generate import regenerate
     from builder.translate import repropose
 
@@ -128,14 +134,18 @@ def review_repropose(
             out.print(f"{lg.code}: nothing rejected")
             continue
         if stage == "translation":
-            run = llm_stage(ws, "repropose", None, settings,
-                            lambda c, p, scope, lg=lg, rejected=rejected: repropose(ws, c, lg, rejected))
-            out.print(f"{lg.code}: {run.result} new revision(s); push again to review them")
+            run = llm_stage(ws, "repropose", None, settings, lambda c, p, scope, lg=lg, rejected=rejected: repropose(
+                ws, c, lg, rejected, reask_flagged=reask_flagged))
+            written, flags = run.result, "repropose"
+            out.print(f"{lg.code}: {written} new revision(s)")
         else:
-            run = llm_stage(ws, "regenerate", None, settings,
-                            lambda c, p, scope, lg=lg, rejected=rejected: regenerate(ws, c, lg, rejected, progress=p))
-            out.print(f"{lg.code}: {run.result.generated[lg.code]} pair(s) written again, "
-                      f"{run.result.flagged[lg.code]} flagged; push --stage sentences to review them")
+            run = llm_stage(ws, "regenerate", None, settings, lambda c, p, scope, lg=lg, rejected=rejected: regenerate(
+                ws, c, lg, rejected, progress=p, reask_flagged=reask_flagged))
+            written, flags = run.result.generated[lg.code], "regenerate"
+            out.print(f"{lg.code}: {written} pair(s) written again, {run.result.flagged[lg.code]} flagged (still rejected)")
+        review = ("review", "push", "--lang", lg.code) + (("--stage", "sentences") if stage == "sentences" else ())
+        show_steps(([Step(lang=lg.code, stage=stage, what=f"{written} rewritten for curators to review", command=command(ws, *review))]
+                    if written else []) + stage_steps(ws, flags, [lg.code]))
 
 
 @review_app.command("status")
@@ -162,3 +172,4 @@ def review_status_cmd(workspace: Path | None = WorkspaceOpt, as_json: bool = Jso
                       str(r.get("disagreements", "")), str(r.get("adjudicated", "")), num(agr.get("alpha")),
                       num(agr.get("exact_match")), num(agr.get("chrf"), "{:.1f}"), ", ".join(r["reviewers"]))
     out.print(table)
+    show_steps(next_steps(ws))
