@@ -108,9 +108,8 @@ def next_steps(ws: Workspace, langs: Collection[str] | None = None) -> list[Step
         steps.append(Step(lang="", stage="review", what="curators' decisions in Label Studio come into the workspace",
                           command=command(ws, "review", "pull")))
     if ready:
-        steps.append(Step(lang="", stage="publish", what=f"nothing pending in {', '.join(ready)}: check a release of what "
-                          "is verified, then publish it without --dry-run", command=command(ws, "publish", "--dry-run",
-                                                                                            "--bump", "minor")))
+        steps.append(Step(lang="", stage="publish", what=f"nothing pending in {', '.join(ready)}: publish a release "
+                          "(with --dry-run first to see it)", command=command(ws, "publish", "--bump", "minor")))
     return steps
 
 

@@ -7,7 +7,7 @@ import shlex
 from datetime import datetime, timedelta, timezone
 
 import pytest
-from sqlalchemy import select
+from sqlalchemy import func, select
 from test_m2c_workspace import _templates
 from typer.testing import CliRunner
 
@@ -157,7 +157,6 @@ def test_a_rejected_pair_the_llm_cannot_rewrite_stays_rejected_and_is_asked_agai
     cli("translate", "--lang", "fr", "--properties", PROP, *cli.here)
     cli("accept", "--lang", "fr", "--reviewer", "ana", *cli.here)
     cli("generate", "--lang", "fr", *cli.here)
-    kettle = concept_id("kettle")
     pair = pair_id(PROP, "toaster", "kettle")
     current = reviews.current_pairs(ws, "fr")[pair]
     _project(ws, "sentences", "fr")
@@ -239,3 +238,95 @@ def test_template_fills_ask_flagged_lemmas_again_then_take_a_unimorph_file(ws, s
     follow(cli, out, f"1 lemma(s) the LLM could not inflect in {RUNS} runs: write the forms in a UniMorph file",
            **{"FILE.tsv": table})
     assert flags(ws) == {} and needs(ws, "de", root) == []
+
+
+def _ls_tasks(ws, conn, stage, lang="fr"):
+    from annotation.review import client
+
+    project = ws.rows(select(t.review_projects.c.project_id).where(t.review_projects.c.stage == stage,
+                                                                   t.review_projects.c.lang == lang))[0]["project_id"]
+    return {tk.data["item_id"]: tk for tk in client(conn).tasks.list(project=project, fields="all", page_size=1000)}
+
+
+def _ls_say(conn, task, reviewer, decision, to_name, **texts):
+    """A curator's annotation through Label Studio's API: the decision and any texts (field name -> text)."""
+    from annotation.autoreview import reviewer_account
+    from annotation.review import client
+
+    result = [{"from_name": "decision", "to_name": to_name, "type": "choices", "value": {"choices": [decision]}}]
+    result += [{"from_name": name, "to_name": name.removesuffix("_fixed") if name.endswith("_fixed") else to_name,
+                "type": "textarea", "value": {"text": [text]}} for name, text in texts.items()]
+    return client(conn).annotations.create(id=task.id, result=result, completed_by=reviewer_account(conn, reviewer),
+                                           lead_time=3.0)
+
+
+def test_each_review_step_names_the_push_or_pull_that_moves_its_items(sample_ws, server, cli, label_studio, monkeypatch):
+    from annotation.review import client
+
+    ws, conn = sample_ws, label_studio
+    monkeypatch.setenv("LABEL_STUDIO_URL", conn.url)
+    monkeypatch.setenv("LABEL_STUDIO_API_KEY", conn.token)
+    microwave = concept_id("microwave")
+    server.lexicon.judgements[("fr", "wren (fr) is used for heating food (fr).")] = "Wrens warm their food."
+    cli("translate", "--lang", "fr", "--properties", PROP, *cli.here)
+    # Proposals wait for curators: the step pushes them.
+    out = cli("status", *cli.here)
+    follow(cli, out, "10 translation item(s) wait for curators")
+    tasks = _ls_tasks(ws, conn, "translation")
+    assert len(tasks) == 10
+    for task in tasks.values():
+        _ls_say(conn, task, "ana", "accept", "english")
+    _ls_say(conn, tasks[microwave], "bo", "corrected", "english", translation="four")
+    # Their decisions come in with the pull the steps name; the disagreement goes to an adjudicator with the push named.
+    pulled = follow(cli, cli("review", "status", *cli.here), "curators' decisions in Label Studio come into the workspace")
+    assert len(ws.rows(select(t.verified_words).where(t.verified_words.c.lang == "fr"))) == 9
+    follow(cli, pulled, "1 translation item(s) whose curators disagree wait for an adjudicator")
+    assert set(_ls_tasks(ws, conn, "adjudication")) == {microwave}
+
+    # A pair the LLM gave up on RUNS times goes to curators with the push the steps name; a curator's fix settles it.
+    server.lexicon.sentences[("fr", PROP, "kettle")] = {"sentence": "Rien.", "concept_span": "Rien", "concept_form": "Rien",
+                                                        "property_span": "Rien"}
+    out = cli("generate", "--lang", "fr", *cli.here)
+    for _ in range(1, RUNS):
+        out = follow(cli, out, "1 pair(s) the LLM could not write: asked again")
+    out = follow(cli, out, f"1 pair(s) the LLM could not write in {RUNS} runs: a curator writes the sentences in Label Studio")
+    pair = pair_id(PROP, "toaster", "kettle")
+    sentences = _ls_tasks(ws, conn, "sentences")
+    assert pair in sentences
+    _ls_say(conn, sentences[pair], "ana", "fix", "acceptable", acceptable_fixed="Un grille-pain chauffe les aliments.",
+            unacceptable_fixed="Une bouilloire chauffe les aliments.")
+    # The judge's verdict waits for curators too: the step pushes it.
+    follow(cli, cli("status", *cli.here), "1 judge item(s) wait for curators")
+    assert set(_ls_tasks(ws, conn, "judge")) == {pair_id(PROP, "toaster", "wren")}
+
+    # A rejected pair the LLM cannot write again in RUNS runs: a curator writes it in its task, and the pull named
+    # takes it in.
+    coffee = pair_id(PROP, "toaster", "coffee maker")
+    rejection = _ls_say(conn, sentences[coffee], "ana", "reject", "acceptable", comment="odd")
+    out = cli("review", "pull", *cli.here)
+    assert reviews.sentence_decisions(ws, "fr")[pair].decision == "fix"
+    assert not [s for s in steps(out) if "could not write" in s[0]]  # the curator took the flagged pair up
+    server.lexicon.sentences[("fr", PROP, "coffee maker")] = server.lexicon.sentences[("fr", PROP, "kettle")]
+    out = follow(cli, out, "1 pair(s) curators rejected")
+    for _ in range(1, RUNS):
+        out = follow(cli, out, "1 rejected pair(s) the LLM could not write again: asked again")
+    client(conn).annotations.update(id=rejection.id, result=[
+        {"from_name": "decision", "to_name": "acceptable", "type": "choices", "value": {"choices": ["fix"]}},
+        {"from_name": "unacceptable_fixed", "to_name": "unacceptable", "type": "textarea",
+         "value": {"text": ["Une cafetière chauffe les aliments."]}}])
+    out = follow(cli, out, f"1 rejected pair(s) the LLM could not write again in {RUNS} runs")
+    assert reviews.sentence_decisions(ws, "fr")[coffee].decision == "fix" and reviews.rejected_pairs(ws, "fr") == {}
+    assert not [s for s in steps(out) if "could not write" in s[0] or "rejected" in s[0]]
+
+
+def test_english_sentences_are_a_step_and_a_language_with_nothing_pending_is_published_by_the_step(sample_ws, cli):
+    ws = sample_ws
+    out = cli("status", *cli.here)
+    assert {w for w, _ in steps(out) if "pair(s) whose words are verified" in w} == {
+        f"{lang}: 423 pair(s) whose words are verified: sentences to write" for lang in ("en", "de", "zh")}
+    follow(cli, out, "en: 423 pair(s) whose words are verified")
+    assert ws.scalar(select(func.count()).select_from(t.sentence_pairs).where(t.sentence_pairs.c.lang == "en")) == 423
+    out = cli("status", *cli.here)
+    assert not [w for w, _ in steps(out) if w.startswith("en:")]
+    published = follow(cli, out, "nothing pending in en: publish a release")
+    assert "published 0.1.0 (first release)" in published and "en 423" in published
