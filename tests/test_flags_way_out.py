@@ -107,6 +107,7 @@ def test_translate_asks_flagged_items_again_with_the_reason_until_a_person_write
     assert not [s for s in steps(cli("status", *cli.here)) if "could not translate" in s[0]]
 
 
+@pytest.mark.both_databases
 def test_generate_asks_flagged_pairs_again_and_writes_pairs_again_whose_words_were_verified_again(sample_ws, server, cli):
     ws = sample_ws
     cli("translate", "--lang", "fr", "--properties", PROP, *cli.here)
@@ -150,6 +151,10 @@ def test_generate_asks_flagged_pairs_again_and_writes_pairs_again_whose_words_we
     assert "bouilloire" in rows[0]["unacceptable"]
     assert "re-verified after the sentence was written" not in cli("publish", "--dry-run", "--bump", "minor", "--lang", "fr",
                                                                    *cli.here, ok=False)
+    # The items outside the first run's properties are a step too.
+    follow(cli, cli("status", *cli.here), "fr: 183 item(s) not translated yet")
+    assert len(reviews.latest_proposals(ws, "fr")) == 193
+    assert not [w for w, _ in steps(cli("status", *cli.here)) if "not translated yet" in w]
 
 
 def test_a_rejected_pair_the_llm_cannot_rewrite_stays_rejected_and_is_asked_again(sample_ws, server, cli):
@@ -233,6 +238,9 @@ def test_template_fills_ask_flagged_lemmas_again_then_take_a_unimorph_file(ws, s
         out = follow(cli, out, "1 lemma(s) the LLM could not inflect: asked again, with the reason")
         assert flags(ws) == {("fill", "de", bett): run}
     assert any(EARLIER in m and bett in m for m in asked(ws))
+    calls = server.stats.calls
+    out = follow(cli, out, "or ask the LLM again for those 1 anyway")
+    assert server.stats.calls > calls and flags(ws) == {("fill", "de", bett): RUNS + 1}
     table = tmp_path / "bett.tsv"
     table.write_text("Bett\tBett\tN;DAT;SG\nBett\tBetten\tN;DAT;PL\n", encoding="utf-8")
     follow(cli, out, f"1 lemma(s) the LLM could not inflect in {RUNS} runs: write the forms in a UniMorph file",
@@ -274,14 +282,20 @@ def test_each_review_step_names_the_push_or_pull_that_moves_its_items(sample_ws,
     follow(cli, out, "10 translation item(s) wait for curators")
     tasks = _ls_tasks(ws, conn, "translation")
     assert len(tasks) == 10
-    for task in tasks.values():
-        _ls_say(conn, task, "ana", "accept", "english")
+    blender = concept_id("blender")
+    for item, task in tasks.items():
+        _ls_say(conn, task, "ana", "reject" if item == blender else "accept", "english", comment="the kitchen one")
     _ls_say(conn, tasks[microwave], "bo", "corrected", "english", translation="four")
     # Their decisions come in with the pull the steps name; the disagreement goes to an adjudicator with the push named.
     pulled = follow(cli, cli("review", "status", *cli.here), "curators' decisions in Label Studio come into the workspace")
-    assert len(ws.rows(select(t.verified_words).where(t.verified_words.c.lang == "fr"))) == 9
+    assert len(ws.rows(select(t.verified_words).where(t.verified_words.c.lang == "fr"))) == 8  # not blender, not microwave
     follow(cli, pulled, "1 translation item(s) whose curators disagree wait for an adjudicator")
     assert set(_ls_tasks(ws, conn, "adjudication")) == {microwave}
+    # A rejected word goes back to the LLM, and its rewrite to its task, with the commands named.
+    rewritten = follow(cli, pulled, "1 item(s) curators rejected or marked ambiguous")
+    assert "1 new revision(s)" in rewritten
+    assert "updated 1" in follow(cli, rewritten, "1 rewritten for curators to review")
+    assert _ls_tasks(ws, conn, "translation")[blender].data["draft"].endswith("(fr, revised)")
 
     # A pair the LLM gave up on RUNS times goes to curators with the push the steps name; a curator's fix settles it.
     server.lexicon.sentences[("fr", PROP, "kettle")] = {"sentence": "Rien.", "concept_span": "Rien", "concept_form": "Rien",
@@ -293,6 +307,17 @@ def test_each_review_step_names_the_push_or_pull_that_moves_its_items(sample_ws,
     pair = pair_id(PROP, "toaster", "kettle")
     sentences = _ls_tasks(ws, conn, "sentences")
     assert pair in sentences
+    fridge = pair_id(PROP, "toaster", "refrigerator")
+    # Two curators who disagree on a pair: the release holds it and names the push that takes it to an adjudicator.
+    _ls_say(conn, sentences[fridge], "ana", "accept", "acceptable")
+    _ls_say(conn, sentences[fridge], "bo", "fix", "acceptable", unacceptable_fixed="Un frigo chauffe les aliments.")
+    cli("review", "pull", *cli.here)
+    held = cli("publish", "--dry-run", "--bump", "minor", "--lang", "fr", *cli.here, ok=False)
+    command = re.search(r"an adjudicator decides them \(`([^`]+)`\)", held).group(1)
+    cli(*shlex.split(command)[1:], *cli.here)
+    assert set(_ls_tasks(ws, conn, "adjudicate-pairs")) == {fridge}
+
+    # The curator writes the flagged pair by hand.
     _ls_say(conn, sentences[pair], "ana", "fix", "acceptable", acceptable_fixed="Un grille-pain chauffe les aliments.",
             unacceptable_fixed="Une bouilloire chauffe les aliments.")
     # The judge's verdict waits for curators too: the step pushes it.
