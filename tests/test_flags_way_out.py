@@ -152,7 +152,7 @@ def test_generate_asks_flagged_pairs_again_and_writes_pairs_again_whose_words_we
     assert "re-verified after the sentence was written" not in cli("publish", "--dry-run", "--bump", "minor", "--lang", "fr",
                                                                    *cli.here, ok=False)
     # The items outside the first run's properties are a step too.
-    follow(cli, cli("status", *cli.here), "fr: 183 item(s) not translated yet")
+    follow(cli, cli("status", *cli.here), "fr French: 183 item(s) not translated yet")
     assert len(reviews.latest_proposals(ws, "fr")) == 193
     assert not [w for w, _ in steps(cli("status", *cli.here)) if "not translated yet" in w]
 
@@ -348,10 +348,10 @@ def test_english_sentences_are_a_step_and_a_language_with_nothing_pending_is_pub
     ws = sample_ws
     out = cli("status", *cli.here)
     assert {w for w, _ in steps(out) if "pair(s) whose words are verified" in w} == {
-        f"{lang}: 423 pair(s) whose words are verified: sentences to write" for lang in ("en", "de", "zh")}
-    follow(cli, out, "en: 423 pair(s) whose words are verified")
+        f"{lang}: 423 pair(s) whose words are verified: sentences to write" for lang in ("en English", "de German", "zh Chinese")}
+    follow(cli, out, "en English: 423 pair(s) whose words are verified")
     assert ws.scalar(select(func.count()).select_from(t.sentence_pairs).where(t.sentence_pairs.c.lang == "en")) == 423
     out = cli("status", *cli.here)
-    assert not [w for w, _ in steps(out) if w.startswith("en:")]
+    assert not [w for w, _ in steps(out) if w.startswith("en English:")]
     published = follow(cli, out, "nothing pending in en: publish a release")
     assert "published 0.1.0 (first release)" in published and "en 423" in published

@@ -82,12 +82,14 @@ def llm_stage(ws: Workspace, name: str, properties: str | None, settings: LLMSet
         fail(exc)
 
 
-def show_steps(steps: list[Step]) -> None:
-    """What to do next: each step's items, then its command on a line of its own, to copy as it is."""
+def show_steps(ws: Workspace, steps: list[Step]) -> None:
+    """What to do next: each step's language and items, then its command on a line of its own, to copy as it is."""
     if steps:
         out.print("what to do next:", highlight=False)
+    reg = languages_mod.registry(ws)
     for step in steps:
-        out.print(f"  {step.lang + ': ' if step.lang else ''}{step.what}", markup=False, highlight=False)
+        out.print(f"  {languages_mod.label(step.lang, reg) + ': ' if step.lang else ''}{step.what}", markup=False,
+                  highlight=False)
         out.print(f"    {step.command}", markup=False, highlight=False)
 
 

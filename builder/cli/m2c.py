@@ -150,7 +150,7 @@ def fill_cmd(
             fail(exc)
         report_stage(run, f"{code}: proposed {run.result.proposed} form(s) for {run.result.lemmas} lemma(s)"
                      + (f"; flagged {', '.join(run.result.flagged)}" if run.result.flagged else ""))
-        show_steps(stage_steps(ws, "fill", [code], ("--templates", str(templates)) if templates else ()))
+        show_steps(ws, stage_steps(ws, "fill", [code], ("--templates", str(templates)) if templates else ()))
 
 
 @templates_app.command("render")

@@ -108,7 +108,7 @@ def review_pull(workspace: Path | None = WorkspaceOpt) -> None:
     if s.forms:
         out.print("inflection forms: " + ", ".join(f"{k} {v}" for k, v in sorted(s.forms.items())))
     flag_scripts(ws)
-    show_steps(next_steps(ws))
+    show_steps(ws, next_steps(ws))
 
 
 @review_app.command("repropose")
@@ -144,7 +144,7 @@ def review_repropose(
             written, flags = run.result.generated[lg.code], "regenerate"
             out.print(f"{lg.code}: {written} pair(s) written again, {run.result.flagged[lg.code]} flagged (still rejected)")
         review = ("review", "push", "--lang", lg.code) + (("--stage", "sentences") if stage == "sentences" else ())
-        show_steps(([Step(lang=lg.code, stage=stage, what=f"{written} rewritten for curators to review", command=command(ws, *review))]
+        show_steps(ws, ([Step(lang=lg.code, stage=stage, what=f"{written} rewritten for curators to review", command=command(ws, *review))]
                     if written else []) + stage_steps(ws, flags, [lg.code]))
 
 
@@ -172,4 +172,4 @@ def review_status_cmd(workspace: Path | None = WorkspaceOpt, as_json: bool = Jso
                       str(r.get("disagreements", "")), str(r.get("adjudicated", "")), num(agr.get("alpha")),
                       num(agr.get("exact_match")), num(agr.get("chrf"), "{:.1f}"), ", ".join(r["reviewers"]))
     out.print(table)
-    show_steps(next_steps(ws))
+    show_steps(ws, next_steps(ws))

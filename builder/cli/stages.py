@@ -98,7 +98,7 @@ def status(
     if usage.calls:
         unknown = f", {usage.unpriced} at an unknown price" if usage.unpriced else ""
         out.print(f"LLM: {sum(c.calls for c in usage.calls)} calls, cost ${usage.cost_usd:.4f}{unknown} (builder status --llm)")
-    show_steps(next_steps(ws))
+    show_steps(ws, next_steps(ws))
 
 
 def overlap_table(rows, title: str) -> Table:
@@ -140,7 +140,7 @@ def _flags(ws, stage: str | None, lang_codes: list[str] | None, as_json: bool) -
     for f in items:
         table.add_row(f.stage, languages_mod.label(f.lang, reg), f.item_id, Text(f.what), Text(f.reason))  # as text: reasons quote model output
     out.print(table)
-    show_steps([step for stage, lang in sorted({(f.stage, f.lang) for f in items}) if stage in LLM_STAGES
+    show_steps(ws, [step for stage, lang in sorted({(f.stage, f.lang) for f in items}) if stage in LLM_STAGES
                 for step in stage_steps(ws, stage, [lang])])
 
 
@@ -166,7 +166,7 @@ def translate(
                  + ("; flagged " + ", ".join(f"{k} {v}" for k, v in r.flagged.items() if v) if any(r.flagged.values()) else ""))
     if not dry_run:  # a dry run proposed nothing to check
         flag_scripts(ws, targets, properties)
-    show_steps(stage_steps(ws, "translate", [lg.code for lg in targets]))
+    show_steps(ws, stage_steps(ws, "translate", [lg.code for lg in targets]))
 
 
 def accept(
@@ -209,7 +209,7 @@ def generate(
                  + "; waiting for verified words " + ", ".join(f"{k} {v}" for k, v in r.blocked.items()))
     if not dry_run:  # a dry run generated nothing to audit
         _audit(ws, targets, properties, settings)
-    show_steps(stage_steps(ws, "generate", [lg.code for lg in targets]))
+    show_steps(ws, stage_steps(ws, "generate", [lg.code for lg in targets]))
 
 
 def audit(
