@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Collection
+from functools import cached_property
 
 from pydantic import BaseModel
 from sqlalchemy import and_, func, select
@@ -18,7 +19,7 @@ from sqlalchemy import and_, func, select
 from builder import languages as languages_mod
 from builder import reviews
 from builder.flags import RUNS, Flag, Retries, list_flags
-from builder.generate import rewrites
+from builder.generate import Rewrites, rewrites
 from builder.workspace import schema as t
 from builder.workspace.store import Workspace, default_dir
 
@@ -77,13 +78,49 @@ def flag_steps(ws: Workspace, stage: str, lang: str, flagged: Retries, options: 
     return out
 
 
-def stage_flags(ws: Workspace, stage: str, lang: str) -> Retries:
+class _Reads:
+    """What the steps of one language read from the workspace, each read once."""
+
+    def __init__(self, ws: Workspace, lang: str) -> None:
+        self.ws, self.lang = ws, lang
+
+    @cached_property
+    def flags(self) -> dict[str, dict[str, Flag]]:
+        """stage -> item -> its flag in this language."""
+        out: dict[str, dict[str, Flag]] = {}
+        for f in list_flags(self.ws, langs=[self.lang]):
+            out.setdefault(f.stage, {})[f.item_id] = f
+        return out
+
+    @cached_property
+    def rejected_items(self) -> dict[str, dict]:
+        return reviews.rejected_items(self.ws, self.lang)
+
+    @cached_property
+    def rejected_pairs(self) -> dict[str, str]:
+        return reviews.rejected_pairs(self.ws, self.lang)
+
+    @cached_property
+    def rewrites(self) -> Rewrites:
+        return rewrites(self.ws, self.lang)
+
+    @cached_property
+    def proposed(self) -> set[str]:
+        return set(self.ws.column(select(t.proposals.c.item_id).where(t.proposals.c.lang == self.lang).distinct()))
+
+    @cached_property
+    def verified(self) -> set[str]:
+        return set(self.ws.column(select(t.verified_words.c.item_id).where(t.verified_words.c.lang == self.lang)))
+
+
+def stage_flags(ws: Workspace, stage: str, lang: str, reads: _Reads | None = None) -> Retries:
     """A stage's flags in `lang` that still stand in its way: not those a curator has taken up since."""
+    reads = reads or _Reads(ws, lang)
     if stage == "generate":
-        return rewrites(ws, lang).flagged
-    flags: dict[str, Flag] = {f.item_id: f for f in list_flags(ws, stage=stage, langs=[lang])}
-    if stage in ("repropose", "regenerate"):  # the item waits only while it stays rejected
-        rejected = reviews.rejected_items(ws, lang) if stage == "repropose" else reviews.rejected_pairs(ws, lang)
+        return reads.rewrites.flagged
+    flags = reads.flags.get(stage, {})
+    if stage in ("repropose", "regenerate") and flags:  # the item waits only while it stays rejected
+        rejected = reads.rejected_items if stage == "repropose" else reads.rejected_pairs
         flags = {i: f for i, f in flags.items() if i in rejected}
     return Retries(flags)
 
@@ -97,10 +134,14 @@ def next_steps(ws: Workspace, langs: Collection[str] | None = None) -> list[Step
     """Every step, language by language (those with work under way), then the review pull and publishing."""
     codes = [c for c in languages_mod.registry(ws) if langs is None or c in langs]
     projects = {(p["stage"], p["lang"]): p for p in reviews.review_status(ws)}
+    writable = _writable(ws)
+    begun = {lang for _, lang in projects} | {lang for table in (t.proposals, t.sentence_pairs, t.flags)
+                                                for lang in ws.column(select(table.c.lang).distinct())}
     steps: list[Step] = []
     ready = []
     for lang in codes:
-        own = _language_steps(ws, lang, projects)
+        n = writable.get(lang, 0)
+        own = _language_steps(ws, lang, projects, n) if lang in begun else _writing(ws, lang, (), n)
         steps += own
         if not own and _generated(ws, lang):
             ready.append(lang)
@@ -113,42 +154,45 @@ def next_steps(ws: Workspace, langs: Collection[str] | None = None) -> list[Step
     return steps
 
 
-def _language_steps(ws: Workspace, lang: str, projects: dict) -> list[Step]:
+def _language_steps(ws: Workspace, lang: str, projects: dict, writable: int) -> list[Step]:
     steps: list[Step] = []
-    flags = {stage: stage_flags(ws, stage, lang) for stage in LLM_STAGES}
+    reads = _Reads(ws, lang)
+    flags = {stage: stage_flags(ws, stage, lang, reads) for stage in LLM_STAGES}
     for stage, flagged in flags.items():
         steps += flag_steps(ws, stage, lang, flagged)
-    untranslated = _untranslated(ws, lang, flags["translate"])
+    untranslated = _untranslated(ws, reads, flags["translate"])
     if untranslated:
         steps.append(Step(lang=lang, stage="translate", what=f"{untranslated} item(s) not translated yet",
                           command=command(ws, "translate", "--lang", lang)))
-    rejected = [i for i in reviews.rejected_items(ws, lang) if i not in flags["repropose"].flags]
+    rejected = [i for i in reads.rejected_items if i not in flags["repropose"].flags]
     if rejected:
         steps.append(Step(lang=lang, stage="repropose", what=f"{len(rejected)} item(s) curators rejected or marked ambiguous",
                           command=command(ws, "review", "repropose", "--lang", lang)))
-    rejected = [p for p in reviews.rejected_pairs(ws, lang) if p not in flags["regenerate"].flags]
+    rejected = [p for p in reads.rejected_pairs if p not in flags["regenerate"].flags]
     if rejected:
         steps.append(Step(lang=lang, stage="regenerate", what=f"{len(rejected)} pair(s) curators rejected",
                           command=command(ws, "review", "repropose", "--stage", "sentences", "--lang", lang)))
-    stale = rewrites(ws, lang).stale
-    writable = _writable(ws, lang)
-    if stale or writable:
-        what = "; ".join(part for part in (f"{len(stale)} pair(s) written before a word of theirs was verified again" if stale
-                                           else "", f"{writable} pair(s) whose words are verified" if writable else "") if part)
-        steps.append(Step(lang=lang, stage="generate", what=f"{what}: sentences to write",
-                          command=command(ws, "generate", "--lang", lang)))
-    return steps + _review_steps(ws, lang, projects)
+    return steps + _writing(ws, lang, reads.rewrites.stale, writable) + _review_steps(ws, reads, projects)
 
 
-def _review_steps(ws: Workspace, lang: str, projects: dict) -> list[Step]:
+def _writing(ws: Workspace, lang: str, stale: Collection[str], writable: int) -> list[Step]:
+    """Sentences `generate` writes: again for `stale` pairs, and for the `writable` ones, whose words are verified."""
+    what = "; ".join(part for part in (f"{len(stale)} pair(s) written before a word of theirs was verified again" if stale
+                                       else "", f"{writable} pair(s) whose words are verified" if writable else "") if part)
+    return [Step(lang=lang, stage="generate", what=f"{what}: sentences to write",
+                 command=command(ws, "generate", "--lang", lang))] if what else []
+
+
+def _review_steps(ws: Workspace, reads: _Reads, projects: dict) -> list[Step]:
     """Items waiting for curators, stage by stage (translations: proposals neither verified nor rejected; the
     judge's verdicts: its flags no curator has decided; the others: their project's pending tasks), and
     disagreements waiting for an adjudicator."""
     steps = []
+    lang = reads.lang
     for stage, adjudication in reviews.ADJUDICATION.items():
         row = projects.get((stage, lang))
-        pending = (_waiting_proposals(ws, lang) if stage == "translation" else len(reviews.judge_pending(ws, lang))
-                   if stage == "judge" else row.get("pending", 0) if row else 0)
+        pending = (len(reads.proposed - reads.verified - set(reads.rejected_items)) if stage == "translation"
+                   else len(reviews.judge_pending(ws, lang)) if stage == "judge" else row.get("pending", 0) if row else 0)
         if pending:
             steps.append(Step(lang=lang, stage=stage, what=f"{pending} {stage} item(s) wait for curators (new and changed "
                               "ones go to Label Studio)", command=command(ws, "review", "push", "--stage", stage, "--lang", lang)))
@@ -159,34 +203,26 @@ def _review_steps(ws: Workspace, lang: str, projects: dict) -> list[Step]:
     return steps
 
 
-def _untranslated(ws: Workspace, lang: str, flagged: Retries) -> int:
+def _untranslated(ws: Workspace, reads: _Reads, flagged: Retries) -> int:
     """In a language whose translation has begun (it has proposals): items neither verified, proposed nor flagged."""
-    pr, vw = t.proposals, t.verified_words
-    proposed = set(ws.column(select(pr.c.item_id).where(pr.c.lang == lang).distinct()))
-    if not proposed or lang in (languages_mod.SOURCE_LANGUAGE, *languages_mod.SEED_LANGUAGES):
+    if not reads.proposed or reads.lang in (languages_mod.SOURCE_LANGUAGE, *languages_mod.SEED_LANGUAGES):
         return 0
-    done = set(ws.column(select(vw.c.item_id).where(vw.c.lang == lang)))
     items = set(ws.column(select(t.concepts.c.id))) | set(ws.column(select(t.properties.c.id)))
-    return len(items - proposed - done - set(flagged.flags))
+    return len(items - reads.proposed - reads.verified - set(flagged.flags))
 
 
-def _waiting_proposals(ws: Workspace, lang: str) -> int:
-    """Items with a proposal that is neither verified nor rejected: what a first push sends to curators."""
-    pr, vw = t.proposals, t.verified_words
-    proposed = set(ws.column(select(pr.c.item_id).where(pr.c.lang == lang).distinct()))
-    done = set(ws.column(select(vw.c.item_id).where(vw.c.lang == lang)))
-    return len(proposed - done - set(reviews.rejected_items(ws, lang)))
-
-
-def _writable(ws: Workspace, lang: str) -> int:
-    """Pairs whose three words are verified in `lang` and that have no sentences there yet: counted by the database."""
+def _writable(ws: Workspace) -> dict[str, int]:
+    """lang -> pairs whose three words are verified there and that have no sentences there yet: counted by the database."""
     p, sp = t.pairs, t.sentence_pairs
-    words = [t.verified_words.alias(name) for name in ("wp", "wa", "wu")]
-    stmt = select(func.count()).select_from(p)
-    for alias, column in zip(words, (p.c.property_id, p.c.acceptable_id, p.c.unacceptable_id), strict=True):
-        stmt = stmt.join(alias, and_(alias.c.item_id == column, alias.c.lang == lang))
-    stmt = stmt.outerjoin(sp, and_(sp.c.pair_id == p.c.id, sp.c.lang == lang)).where(sp.c.pair_id.is_(None))
-    return ws.scalar(stmt)
+    wp, wa, wu = (t.verified_words.alias(name) for name in ("wp", "wa", "wu"))
+    stmt = (select(wp.c.lang, func.count()).select_from(p)
+            .join(wp, wp.c.item_id == p.c.property_id)
+            .join(wa, and_(wa.c.item_id == p.c.acceptable_id, wa.c.lang == wp.c.lang))
+            .join(wu, and_(wu.c.item_id == p.c.unacceptable_id, wu.c.lang == wp.c.lang))
+            .outerjoin(sp, and_(sp.c.pair_id == p.c.id, sp.c.lang == wp.c.lang))
+            .where(sp.c.pair_id.is_(None)).group_by(wp.c.lang))
+    with ws.engine.connect() as conn:
+        return dict(conn.execute(stmt).all())
 
 
 def _generated(ws: Workspace, lang: str) -> bool:
