@@ -111,11 +111,6 @@ class Retries:
         The count makes each run's request a new one, so a re-ask is sent rather than answered from the cache."""
         return {i: f"{self.flags[i].reason} (given up {self.flags[i].attempts} time(s))" for i in item_ids if i in self.flags}
 
-    @property
-    def waiting(self) -> list[str]:
-        """The flagged items this run leaves for a person."""
-        return sorted(i for i in self.flags if not self.asks(i))
-
 
 def retries(ws: Workspace, stage: str, lang: str, *, everything: bool = False) -> Retries:
     return Retries({f.item_id: f for f in list_flags(ws, stage=stage, langs=[lang])}, everything)

@@ -48,7 +48,6 @@ class GenerateSummary:
     generated: dict[str, int] = field(default_factory=dict)
     flagged: dict[str, int] = field(default_factory=dict)
     blocked: dict[str, int] = field(default_factory=dict)  # pairs whose words are not verified yet
-    waiting: dict[str, int] = field(default_factory=dict)  # flagged pairs given up too often to ask again
 
 
 @dataclass(frozen=True)
@@ -104,7 +103,6 @@ async def generate(
         again = rewrites(ws, lang.code, reask_flagged=reask_flagged)
         todo = [p for p in pairs if p["id"] not in done or again.asks(p["id"])]
         summary.generated[lang.code] = summary.flagged[lang.code] = summary.blocked[lang.code] = 0
-        summary.waiting[lang.code] = sum(1 for p in pairs if p["id"] in again.flagged.flags and not again.asks(p["id"]))
         if lang.code == SOURCE_LANGUAGE:
             _store_english(ws, todo, props)
             summary.generated[lang.code] = len(todo)
@@ -139,8 +137,7 @@ async def regenerate(
     `reask_flagged`, even then).
     """
     flagged = retries(ws, "regenerate", lang.code, everything=reask_flagged)
-    summary = GenerateSummary(generated={lang.code: 0}, flagged={lang.code: 0}, blocked={lang.code: 0},
-                              waiting={lang.code: sum(not flagged.asks(pid) for pid in rejected)})
+    summary = GenerateSummary(generated={lang.code: 0}, flagged={lang.code: 0}, blocked={lang.code: 0})
     rejected = {pid: comment for pid, comment in rejected.items() if flagged.asks(pid)}
     pairs = {r["id"]: r for r in ws.rows(select(t.pairs).where(t.pairs.c.id.in_(list(rejected))))}
     current = {r["pair_id"]: r for r in ws.rows(select(t.sentence_pairs).where(

@@ -50,7 +50,6 @@ class TranslationBatch(BaseModel):
 class TranslateSummary:
     proposed: dict[str, int] = field(default_factory=dict)
     flagged: dict[str, int] = field(default_factory=dict)
-    waiting: dict[str, int] = field(default_factory=dict)  # flagged items given up too often to ask again
 
 
 def _chunks(items: list[dict], size: int) -> list[list[dict]]:
@@ -101,11 +100,9 @@ async def translate(
         todo = [it for it in items if done.get(it["id"], {}).get("origin") not in ("source", "seed")]
         proposed = _proposed_ids(ws, lang.code)
         flagged = retries(ws, "translate", lang.code, everything=reask_flagged)
-        open_items = [it for it in todo if it["id"] not in proposed and it["id"] not in done]
-        pending = [it for it in open_items if flagged.asks(it["id"])]
+        pending = [it for it in todo if it["id"] not in proposed and it["id"] not in done and flagged.asks(it["id"])]
         summary.proposed[lang.code] = 0
         summary.flagged[lang.code] = 0
-        summary.waiting[lang.code] = len(open_items) - len(pending)
         counter = {"done": 0, "total": len(pending)}
         if progress:
             progress(lang.code, 0, len(pending))

@@ -206,6 +206,7 @@ def test_a_rejected_word_the_llm_cannot_propose_again_is_asked_again_then_writte
     for run in range(2, RUNS + 1):
         out = follow(cli, out, "1 rejected item(s) the LLM could not translate again: asked again, with the reason")
         assert flags(ws) == {("repropose", "fr", kettle): run}
+    assert any(f"{EARLIER}:\n- {kettle}: failed validation: " in m for m in asked(ws))
     server.faults = Faults()
     done = follow(cli, out, "or ask the LLM again for those 1 anyway")
     assert "1 new revision(s)" in done and flags(ws) == {}

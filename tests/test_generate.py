@@ -102,7 +102,8 @@ def test_frame_errors_are_reasked_with_the_reason_then_flagged(sample_ws, server
                and f"(given up {RUNS - 1} time(s))" in m for m in firsts) == len(flagged)
     calls = server.stats.calls
     last = stage(ws, server, generate, ["de"])
-    assert server.stats.calls == calls and last.waiting["de"] == len(flagged)
+    assert server.stats.calls == calls and (last.generated["de"], last.flagged["de"]) == (0, 0)
+    assert {f.attempts for f in list_flags(ws, stage="generate")} == {RUNS}
 
 
 def test_frame_errors_fixed_on_reask_are_generated(sample_ws, server):

@@ -66,7 +66,6 @@ class FillSummary:
     lemmas: int = 0
     proposed: int = 0
     flagged: dict[str, str] = field(default_factory=dict)  # lemma -> why no valid reply
-    waiting: list[str] = field(default_factory=list)  # flagged lemmas given up too often to ask again
 
 
 def stand_in_resolver(ref: LexiconRef) -> list[Lexeme]:
@@ -114,9 +113,8 @@ async def propose_forms(ws: Workspace, client: LLMClient, lang: LanguageRecord, 
     """Ask for the missing forms, `per_request` lemmas at a time; store each valid lemma at once. Flagged
     lemmas are asked again with their reason until they wait for a person (or, with `reask_flagged`, even then)."""
     flagged = retries(ws, "fill", lang.code, everything=reask_flagged)
-    summary = FillSummary(waiting=[n.lemma for n in todo if not flagged.asks(n.id)])
     todo = [n for n in todo if flagged.asks(n.id)]
-    summary.lemmas = len(todo)
+    summary = FillSummary(lemmas=len(todo))
     language = load_language(lang.code)
     for start in range(0, len(todo), per_request):
         await _propose_chunk(ws, client, lang, language, todo[start : start + per_request], summary, flagged)
