@@ -59,8 +59,8 @@ LLM_STAGES = tuple(_ASK)
 
 
 def flag_steps(ws: Workspace, stage: str, lang: str, flagged: Retries, options: tuple[str, ...] = ()) -> list[Step]:
-    """The way out of a stage's flags in `lang`: the stage asks again those it may (with `options`, such as the
-    templates folder a fill read); a person writes the others by hand, or has the stage ask them again anyway."""
+    """The way out of a stage's flags in `lang`: the stage asks again those it may (with `options`: the scope or
+    templates folder the run read); a person writes the others by hand, or has the stage ask them again anyway."""
     again = sum(flagged.asks(i) for i in flagged.flags)
     waiting = len(flagged.flags) - again
     ask = [*_ASK[stage], "--lang", lang, *options]

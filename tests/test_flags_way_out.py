@@ -116,13 +116,15 @@ def test_generate_asks_flagged_pairs_again_and_writes_pairs_again_whose_words_we
     pair = pair_id(PROP, "toaster", "kettle")
     server.lexicon.sentences[("fr", PROP, "kettle")] = {"sentence": "Rien.", "concept_span": "Rien", "concept_form": "Rien",
                                                         "property_span": "Rien"}  # never the verified word
-    out = cli("generate", "--lang", "fr", *cli.here)
+    out = cli("generate", "--lang", "fr", "--properties", PROP, *cli.here)
     assert flags(ws) == {("generate", "fr", pair): 1}
     # Before, a dry run of generate asked for nothing: flagged pairs were never asked again.
     assert "dry run: 1 request(s)" in cli("generate", "--lang", "fr", "--dry-run", *cli.here)
     assert step(cli("status", *cli.here), "1 pair(s) the LLM could not write") == \
         step(cli("review", "status", *cli.here), "1 pair(s) the LLM could not write") == \
-        step(out, "1 pair(s) the LLM could not write")
+        shlex.join(["builder", "generate", "--lang", "fr", *cli.here])
+    assert step(out, "1 pair(s) the LLM could not write") == \
+        shlex.join(["builder", "generate", "--lang", "fr", "--properties", PROP, *cli.here])  # the run's own scope
     for run in range(2, RUNS + 1):
         out = follow(cli, out, "1 pair(s) the LLM could not write: asked again, with the reason")
         assert flags(ws) == {("generate", "fr", pair): run}

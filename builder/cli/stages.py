@@ -166,7 +166,7 @@ def translate(
                  + ("; flagged " + ", ".join(f"{k} {v}" for k, v in r.flagged.items() if v) if any(r.flagged.values()) else ""))
     if not dry_run:  # a dry run proposed nothing to check
         flag_scripts(ws, targets, properties)
-    show_steps(ws, stage_steps(ws, "translate", [lg.code for lg in targets]))
+    show_steps(ws, stage_steps(ws, "translate", [lg.code for lg in targets], ("--properties", properties) if properties else ()))
 
 
 def accept(
@@ -209,7 +209,7 @@ def generate(
                  + "; waiting for verified words " + ", ".join(f"{k} {v}" for k, v in r.blocked.items()))
     if not dry_run:  # a dry run generated nothing to audit
         _audit(ws, targets, properties, settings)
-    show_steps(ws, stage_steps(ws, "generate", [lg.code for lg in targets]))
+    show_steps(ws, stage_steps(ws, "generate", [lg.code for lg in targets], ("--properties", properties) if properties else ()))
 
 
 def audit(
