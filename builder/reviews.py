@@ -74,6 +74,7 @@ _PAYLOAD = {"translation": "translation", "sentences": "sentences", "inflections
 _TEXTUAL = {"translation": ("accept", "corrected"), "sentences": ("accept", "fix"), "inflections": ("accept", "fix"),
             "judge": ()}
 _VERIFYING = _TEXTUAL["translation"]  # translation decisions that make a verified word
+_WORD_STAGES = ("translate", "repropose")  # the LLM stages whose flags a verified word settles
 
 
 def base_stage(stage: str) -> str:
@@ -286,6 +287,8 @@ def _write_review(c: Connection, values: dict, review_id: int | None = None) -> 
 
 
 def _write_word(c: Connection, word: VerifiedWord, at: datetime, *, replace: bool) -> None:
+    """Write a verified word; the LLM stages' flags on its item are settled by it."""
+    clear_flags(c, _WORD_STAGES, word.lang, [word.item_id])
     if replace:
         c.execute(t.verified_words.update().where(t.verified_words.c.item_id == word.item_id, t.verified_words.c.lang == word.lang)
                   .values(**word.model_dump(), verified_at=at))
@@ -334,6 +337,8 @@ def record_seed_words(ws: Workspace, c: Connection, words: Iterable[VerifiedWord
         if w.origin not in ("source", "seed"):
             raise ValueError(f"{w.lang} {w.item_id}: a seed word's origin is source or seed, not {w.origin!r}")
         rows.append({**w.model_dump(), "verified_at": at})
+    for lang in {r["lang"] for r in rows}:  # an expert wrote the word the LLM could not: its flags are settled
+        clear_flags(c, _WORD_STAGES, lang, [r["item_id"] for r in rows if r["lang"] == lang])
     return ws.upsert_ignore(c, t.verified_words, rows)
 
 
@@ -461,9 +466,11 @@ def _decide_translations(ws: Workspace, lang: str, summary: PullSummary) -> None
 
 
 def rejected_items(ws: Workspace, lang: str) -> dict[str, dict]:
-    """Items whose latest proposal a curator rejected or marked ambiguous: item id -> review and proposal."""
+    """Items whose latest proposal a curator rejected or marked ambiguous, and that no one has verified since (an
+    expert's seed word, say): item id -> review and proposal."""
     latest = latest_proposals(ws, lang)
-    by_proposal = {p["id"]: item_id for item_id, p in latest.items()}
+    done = verified(ws, lang)
+    by_proposal = {p["id"]: item_id for item_id, p in latest.items() if item_id not in done}
     out = {}
     for r in ws.rows(select(t.reviews).where(t.reviews.c.channel == "label-studio",
                                              t.reviews.c.decision.in_(("reject", "ambiguous")))):

@@ -70,8 +70,8 @@ def test_damaged_git_objects_name_the_version_and_what_to_do(tmp_path):
     (files / "a.txt").write_text("hello\n")
     (files / "release.json").write_text("{}\n")
     store = ReleaseStore(tmp_path / "store")
-    store.init()
-    store.tag(store.commit(files, "1.0.0", "first", tmp_path / "index"), "1.0.0", "first")
+    with store.lock():
+        store.tag(store.commit(files, "1.0.0", "first", tmp_path / "index"), "1.0.0", "first")
     blob = store.files("1.0.0")["a.txt"]
     obj = store.root / ".git" / "objects" / blob[:2] / blob[2:]
     obj.chmod(0o644)

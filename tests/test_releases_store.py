@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fnmatch
+import json
 import multiprocessing
 import os
 import signal
@@ -107,11 +108,13 @@ def test_a_killed_publisher_leaves_either_no_version_or_a_whole_one(demo_ws, tmp
 
 
 # A git that runs the real one, logs each step that changes a store, and kills its caller's whole process group
-# (the publisher and any git it runs) after the step numbered $KILL_AFTER_GIT_STEP, or while git holds its locks
-# in the step numbered $KILL_DURING_GIT_STEP: a checkout killed from a smudge filter (index.lock held), a ref
+# (the publisher and any git it runs) after the step numbered kill_after_git_step in plan.json, or while git holds its locks
+# in the step numbered kill_during_git_step: a checkout killed from a smudge filter (index.lock held), a ref
 # update killed from the reference-transaction hook once its lock files are taken. Nothing in the product knows.
 GIT_KILLER = """#!{python}
-import os, signal, subprocess, sys
+import json, os, signal, subprocess, sys
+
+plan = json.loads(open({plan!r}).read())  # a file, not our environment: git runs with one built for it (child_env)
 
 READS = ("rev-parse", "ls-tree", "cat-file", "for-each-ref")
 args = sys.argv[1:]
@@ -122,16 +125,16 @@ command = args[i:]
 writes = command[0] not in READS and command[:2] not in (["tag", "--list"], ["config", "--local"])
 step = 0
 if writes:
-    with open(os.environ["GIT_STEP_LOG"], "a+") as log:
+    with open(plan["git_step_log"], "a+") as log:
         log.write(" ".join(command[:2]) + "\\n")
         log.seek(0)
         step = len(log.readlines())
 extra = []
-if step and step == int(os.environ.get("KILL_DURING_GIT_STEP", 0)):
+if step and step == int(plan.get("kill_during_git_step", 0)):
     kill = "kill -KILL 0"
     extra = ["-c", "core.attributesFile={attributes}", "-c", "filter.kill.smudge=" + kill, "-c", "core.hooksPath={hooks}"]
 rc = subprocess.run([{git!r}, *extra, *args]).returncode
-if step and step in (int(os.environ.get("KILL_AFTER_GIT_STEP", 0)), int(os.environ.get("KILL_DURING_GIT_STEP", 0))):
+if step and step in (int(plan.get("kill_after_git_step", 0)), int(plan.get("kill_during_git_step", 0))):
     os.killpg(os.getpgrp(), signal.SIGKILL)
 sys.exit(rc)
 """
@@ -148,7 +151,7 @@ def git_killer(folder: Path) -> Path:
     (folder / "hooks").mkdir(parents=True)
     (folder / "attributes").write_text("* filter=kill\n")
     (folder / "hooks" / "reference-transaction").write_text(HOOK)
-    (folder / "git").write_text(GIT_KILLER.format(python=sys.executable, git=shutil.which("git"),
+    (folder / "git").write_text(GIT_KILLER.format(python=sys.executable, git=shutil.which("git"), plan=str(folder / "plan.json"),
                                                   attributes=folder / "attributes", hooks=folder / "hooks"))
     for script in (folder / "git", folder / "hooks" / "reference-transaction"):
         script.chmod(0o755)
@@ -168,8 +171,8 @@ def publish_in_process_group(ws_dir: Path, target: Path, version: str, killer: P
     """`builder publish` in a child process leading a process group of its own, with the killing git first on PATH;
     its exit status (-9: killed). The child is forked from this process, which has imported everything already: a
     fresh interpreter for each of the 35 kill points would spend most of the test importing."""
-    env = {"HF_HUB_OFFLINE": "1", "PATH": f"{killer}{os.pathsep}{os.environ['PATH']}", "GIT_STEP_LOG": str(log),
-           **{k.upper(): str(v) for k, v in kill.items()}}
+    (killer / "plan.json").write_text(json.dumps({"git_step_log": str(log), **kill}))
+    env = {"HF_HUB_OFFLINE": "1", "PATH": f"{killer}{os.pathsep}{os.environ['PATH']}"}
     args = ["publish", "-w", str(ws_dir), "--to", str(target), "--version", version]
     child = multiprocessing.get_context("fork").Process(target=_publish_as_group_leader, args=(args, env))
     child.start()

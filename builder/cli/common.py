@@ -14,7 +14,9 @@ from rich.rule import Rule
 
 from builder import languages as languages_mod
 from builder.audits.run import script_audit
+from builder.flags import RUNS
 from builder.llm.config import LLMSettings
+from builder.next_steps import Step
 from builder.records import Language
 from builder.runner import StageRun, run_stage
 from builder.selection import Scope
@@ -65,6 +67,8 @@ LLM_OPTIONS = (
 )
 TemplatesOpt = typer.Option(None, "--templates", help="Template folder with <lang>/<capability>.yaml [default: the shipped ones]")
 JsonOpt = typer.Option(False, "--json", help="Machine-readable output")
+ReaskOpt = typer.Option(False, "--reask-flagged", help=f"Ask the LLM again also for flagged items it gave up on in {RUNS} "
+                        "runs already (each run asks the others again, with the reason)")
 
 
 def fail(exc: Exception | str) -> NoReturn:
@@ -128,6 +132,17 @@ def llm_stage(ws: Workspace, name: str, properties: str | None, settings: LLMSet
         return run_stage(ws, settings, name, lambda c, p: work(c, p, scope), err)
     except Exception as exc:  # noqa: BLE001 - endpoint, cache and scope errors alike end as one line
         fail(exc)
+
+
+def show_steps(ws: Workspace, steps: list[Step]) -> None:
+    """What to do next: each step's language and items, then its command on a line of its own, to copy as it is."""
+    if steps:
+        out.print("what to do next:", highlight=False)
+    reg = languages_mod.registry(ws)
+    for step in steps:
+        out.print(f"  {languages_mod.label(step.lang, reg) + ': ' if step.lang else ''}{step.what}", markup=False,
+                  highlight=False)
+        out.print(f"    {step.command}", markup=False, highlight=False)
 
 
 def report_stage(run: StageRun, what: str) -> None:

@@ -8,6 +8,7 @@ import typer
 from rich.table import Table
 
 from builder.cli.common import (
+    ReaskOpt,
     TemplatesOpt,
     WorkspaceOpt,
     err,
@@ -16,6 +17,7 @@ from builder.cli.common import (
     open_ws,
     out,
     report_stage,
+    show_steps,
 )
 from builder.languages import registry
 from builder.llm.config import LLMSettings
@@ -25,6 +27,7 @@ from builder.m2c.language import available
 from builder.m2c.lexicon import LexiconImportError, import_unimorph, list_forms, verify_fills
 from builder.m2c.render import render_tests
 from builder.m2c.template_files import load_file, template_files
+from builder.next_steps import stage_steps
 from builder.runner import run_stage
 
 lexicon_app = typer.Typer(help="M2C inflection tables: import UniMorph, verify proposed forms, show.", no_args_is_help=True)
@@ -122,11 +125,13 @@ def check_cmd(lang: str = typer.Option("all", "--lang", "-l"), templates: Path |
 def fill_cmd(
     lang: str = typer.Option(..., "--lang", "-l"),
     templates: Path | None = TemplatesOpt,
+    reask_flagged: bool = ReaskOpt,
     workspace: Path | None = WorkspaceOpt,
     *,
     llm: LLMSettings,
 ) -> None:
-    """The LLM proposes the forms the templates need and the lexicon lacks; curators then verify them."""
+    """The LLM proposes the forms the templates need and the lexicon lacks (again for flagged lemmas, with the
+    reason); curators then verify them."""
     ws = open_ws(workspace)
     for code in _m2c_langs(lang):
         try:
@@ -138,11 +143,13 @@ def fill_cmd(
             continue
         record = registry(ws)[code]
         try:
-            run = run_stage(ws, llm, "fill", lambda c, p, todo=todo, record=record: propose_forms(ws, c, record, todo), err)
+            run = run_stage(ws, llm, "fill", lambda c, p, todo=todo, record=record: propose_forms(
+                ws, c, record, todo, reask_flagged=reask_flagged), err)
         except Exception as exc:  # noqa: BLE001 - endpoint and cache errors alike
             fail(exc)
         report_stage(run, f"{code}: proposed {run.result.proposed} form(s) for {run.result.lemmas} lemma(s)"
                      + (f"; flagged {', '.join(run.result.flagged)}" if run.result.flagged else ""))
+        show_steps(ws, stage_steps(ws, "fill", [code], ("--templates", str(templates)) if templates else ()))
 
 
 @templates_app.command("render")

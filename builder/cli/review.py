@@ -16,6 +16,7 @@ from builder import reviews
 from builder.cli.common import (
     JsonOpt,
     LangOpt,
+    ReaskOpt,
     WorkspaceOpt,
     err,
     fail,
@@ -26,10 +27,12 @@ from builder.cli.common import (
     open_ws,
     out,
     report_stage,
+    show_steps,
     workspace_dir,
 )
 from builder.languages import label, registry
 from builder.llm.config import LLMSettings
+from builder.next_steps import Step, command, next_steps, stage_steps
 
 review_app = typer.Typer(help="Expert review in Label Studio: serve, push, pull, re-propose, status.", no_args_is_help=True)
 
@@ -107,6 +110,7 @@ def review_pull(workspace: Path | None = WorkspaceOpt) -> None:
     if s.forms:
         out.print("inflection forms: " + ", ".join(f"{k} {v}" for k, v in sorted(s.forms.items())))
     flag_scripts(ws)
+    show_steps(ws, next_steps(ws))
 
 
 @review_app.command("repropose")
@@ -114,11 +118,13 @@ def review_pull(workspace: Path | None = WorkspaceOpt) -> None:
 def review_repropose(
     lang: str = LangOpt,
     stage: str = typer.Option("translation", help="translation (words back to translation) | sentences (pairs back to generation)"),
+    reask_flagged: bool = ReaskOpt,
     workspace: Path | None = WorkspaceOpt,
     *,
     llm: LLMSettings,
 ) -> None:
-    """Send rejected and ambiguous items back to the LLM with the curator's comment."""
+    """Send rejected and ambiguous items back to the LLM with the curator's comment; an item the LLM fails stays
+    rejected, and later runs ask it again with the reason."""
     from builder.generate import regenerate
     from builder.translate import repropose
 
@@ -131,14 +137,18 @@ def review_repropose(
             out.print(f"{lg.code}: nothing rejected")
             continue
         if stage == "translation":
-            run = llm_stage(ws, "repropose", None, llm,
-                            lambda c, p, scope, lg=lg, rejected=rejected: repropose(ws, c, lg, rejected))
-            report_stage(run, f"{lg.code}: {run.result} new revision(s); push again to review them")
+            run = llm_stage(ws, "repropose", None, llm, lambda c, p, scope, lg=lg, rejected=rejected: repropose(
+                ws, c, lg, rejected, reask_flagged=reask_flagged))
+            written, flags = run.result, "repropose"
+            report_stage(run, f"{lg.code}: {written} new revision(s)")
         else:
-            run = llm_stage(ws, "regenerate", None, llm,
-                            lambda c, p, scope, lg=lg, rejected=rejected: regenerate(ws, c, lg, rejected, progress=p))
-            report_stage(run, f"{lg.code}: {run.result.generated[lg.code]} pair(s) written again, "
-                         f"{run.result.flagged[lg.code]} flagged; push --stage sentences to review them")
+            run = llm_stage(ws, "regenerate", None, llm, lambda c, p, scope, lg=lg, rejected=rejected: regenerate(
+                ws, c, lg, rejected, progress=p, reask_flagged=reask_flagged))
+            written, flags = run.result.generated[lg.code], "regenerate"
+            report_stage(run, f"{lg.code}: {written} pair(s) written again, {run.result.flagged[lg.code]} flagged (still rejected)")
+        review = ("review", "push", "--lang", lg.code) + (("--stage", "sentences") if stage == "sentences" else ())
+        show_steps(ws, ([Step(lang=lg.code, stage=stage, what=f"{written} rewritten for curators to review", command=command(ws, *review))]
+                    if written else []) + stage_steps(ws, flags, [lg.code]))
 
 
 @review_app.command("status")
@@ -165,3 +175,4 @@ def review_status_cmd(workspace: Path | None = WorkspaceOpt, as_json: bool = Jso
                       str(r.get("disagreements", "")), str(r.get("adjudicated", "")), num(agr.get("alpha")),
                       num(agr.get("exact_match")), num(agr.get("chrf"), "{:.1f}"), ", ".join(r["reviewers"]))
     out.print(table)
+    show_steps(ws, next_steps(ws))

@@ -19,6 +19,7 @@ from builder.cli.common import (
     JsonOpt,
     LangOpt,
     PropsOpt,
+    ReaskOpt,
     WorkspaceOpt,
     codes,
     fail,
@@ -29,9 +30,11 @@ from builder.cli.common import (
     open_ws,
     out,
     report_stage,
+    show_steps,
 )
 from builder.generate import generate as generate_stage
 from builder.llm.config import LLMSettings
+from builder.next_steps import LLM_STAGES, next_steps, stage_steps
 from builder.reviews import accept as accept_proposals
 from builder.status import flagged_items, llm_usage
 from builder.status import status as compute_status
@@ -92,6 +95,7 @@ def status(
     if usage.calls:
         unknown = f", {usage.unpriced} at an unknown price" if usage.unpriced else ""
         out.print(f"LLM: {sum(c.calls for c in usage.calls)} calls, cost ${usage.cost_usd:.4f}{unknown} (builder status --llm)")
+    show_steps(ws, next_steps(ws))
 
 
 def overlap_table(rows, title: str) -> Table:
@@ -133,26 +137,30 @@ def _flags(ws, stage: str | None, lang_codes: list[str] | None, as_json: bool) -
     for f in items:
         table.add_row(f.stage, languages_mod.label(f.lang, reg), f.item_id, Text(f.what), Text(f.reason))  # as text: reasons quote model output
     out.print(table)
+    show_steps(ws, [step for stage, lang in sorted({(f.stage, f.lang) for f in items}) if stage in LLM_STAGES
+                for step in stage_steps(ws, stage, [lang])])
 
 
 @llm_options
 def translate(
     lang: str = LangOpt,
     properties: str | None = PropsOpt,
+    reask_flagged: bool = ReaskOpt,
     workspace: Path | None = WorkspaceOpt,
     *,
     llm: LLMSettings,
 ) -> None:
-    """Stage 2: the LLM translates concepts and properties not yet verified."""
+    """Stage 2: the LLM translates concepts and properties not yet verified; flagged ones again, with the reason."""
     ws = open_ws(workspace)
     targets = langs(ws, lang, exclude=(languages_mod.SOURCE_LANGUAGE, *languages_mod.SEED_LANGUAGES))
-    run = llm_stage(ws, "translate", properties, llm,
-                    lambda c, p, scope: translate_stage(ws, c, targets, scope=scope, progress=p))
+    run = llm_stage(ws, "translate", properties, llm, lambda c, p, scope: translate_stage(
+        ws, c, targets, scope=scope, progress=p, reask_flagged=reask_flagged))
     r = run.result
     report_stage(run, "proposed " + ", ".join(f"{k} {v}" for k, v in r.proposed.items())
                  + ("; flagged " + ", ".join(f"{k} {v}" for k, v in r.flagged.items() if v) if any(r.flagged.values()) else ""))
     if not llm.dry_run:  # a dry run proposed nothing to check
         flag_scripts(ws, targets, properties)
+    show_steps(ws, stage_steps(ws, "translate", [lg.code for lg in targets], ("--properties", properties) if properties else ()))
 
 
 def accept(
@@ -176,21 +184,24 @@ def accept(
 def generate(
     lang: str = LangOpt,
     properties: str | None = PropsOpt,
+    reask_flagged: bool = ReaskOpt,
     workspace: Path | None = WorkspaceOpt,
     *,
     llm: LLMSettings,
 ) -> None:
-    """Stage 4: the LLM writes acceptable and unacceptable sentences from verified words; then the pair audits run."""
+    """Stage 4: the LLM writes acceptable and unacceptable sentences from verified words (again for pairs a word of
+    theirs was verified again after, and for flagged pairs, with the reason); then the pair audits run."""
     ws = open_ws(workspace)
     targets = langs(ws, lang)
-    run = llm_stage(ws, "generate", properties, llm,
-                    lambda c, p, scope: generate_stage(ws, c, targets, scope=scope, progress=p))
+    run = llm_stage(ws, "generate", properties, llm, lambda c, p, scope: generate_stage(
+        ws, c, targets, scope=scope, progress=p, reask_flagged=reask_flagged))
     r = run.result
     report_stage(run, "generated " + ", ".join(f"{k} {v}" for k, v in r.generated.items())
                  + "; flagged " + ", ".join(f"{k} {v}" for k, v in r.flagged.items())
                  + "; waiting for verified words " + ", ".join(f"{k} {v}" for k, v in r.blocked.items()))
     if not llm.dry_run:  # a dry run generated nothing to audit
         _audit(ws, targets, properties, llm)
+    show_steps(ws, stage_steps(ws, "generate", [lg.code for lg in targets], ("--properties", properties) if properties else ()))
 
 
 @llm_options

@@ -27,8 +27,8 @@ import random
 import time
 import uuid
 from collections import deque
-from collections.abc import Awaitable, Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any, Generic, TypeVar
 
 import httpx2
@@ -44,6 +44,7 @@ from builder.llm.items import (
     ItemsOutcome,
     Rejected,
     accept_all,
+    earlier_message,
     followup_message,
     item_list,
     json_reply,
@@ -309,6 +310,7 @@ class LLMClient:
         check: BatchCheck = accept_all,
         instruction: str = "",
         context_ids: Iterable[str] = (),
+        earlier: Mapping[str, str] | None = None,
     ) -> ItemsOutcome[V]:
         """Ask for several items at once until each is accepted or the re-asks run out.
 
@@ -320,7 +322,8 @@ class LLMClient:
         conversation (`instruction` says how to fix them). Every follow-up counts in `stats.reasks`.
         A request the endpoint gives up for good (`RequestFailed`) flags the items still wanted with
         the server's reason. `context_ids` are ids the request shows without asking for them: answers
-        for them are ignored rather than taken as wrong ids.
+        for them are ignored rather than taken as wrong ids. `earlier` holds, for items an earlier run gave
+        up on (`builder.flags.Retries.earlier`), why: the first request's last message says it, in every stage.
         Being deterministic in the replies, a resumed run rebuilds the same follow-ups and finds them
         in the cache.
         """
@@ -328,6 +331,10 @@ class LLMClient:
         order = list(dict.fromkeys(wanted))
         known = {*order, *context_ids}
         todo = set(order)
+        shown = {item_id: why for item_id, why in (earlier or {}).items() if item_id in todo}
+        if shown:
+            role, content = req.messages[-1]
+            req = replace(req, messages=req.messages[:-1] + ((role, content + earlier_message(shown)),))
         accepted: dict[str, V] = {}
         problems: dict[str, ItemProblem] = {}
         call_id = text = None

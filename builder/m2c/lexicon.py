@@ -10,6 +10,7 @@ unless asked otherwise) or from the LLM (proposed, until a curator verifies them
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections import Counter
 from collections.abc import Iterable
@@ -18,6 +19,7 @@ from pathlib import Path
 
 from sqlalchemy import Connection, select
 
+from builder.flags import clear_flags
 from builder.languages import registry
 from builder.m2c.engine import Lexeme
 from builder.m2c.errors import LanguageDataError, TemplateError
@@ -33,6 +35,11 @@ class NoLexemes(TemplateError):
 
 class LexiconImportError(ValueError):
     """A UniMorph file that cannot be imported; names the file, line and field. Nothing was written."""
+
+
+def lemma_id(lang: str, lemma: str) -> str:
+    """A lemma's item id in a language: what fills ask the LLM for, curators review, and flags name."""
+    return "l_" + hashlib.blake2b(f"{lang}\x1f{lemma}".encode(), digest_size=6).hexdigest()
 
 
 def canonical(lang: Language, bundle: str) -> str:
@@ -148,6 +155,7 @@ def import_unimorph(ws: Workspace, path: Path, lang_code: str, *, verified: bool
                          created_at=ts)
     with ws.transaction() as conn:
         summary.new = ws.upsert_ignore(conn, t.lexicon_forms, list(rows.values()))
+        clear_flags(conn, "fill", lang.code, {lemma_id(lang.code, r["lemma"]) for r in rows.values()})  # written by hand
     summary.existing = len(rows) - summary.new
     return summary
 
