@@ -20,7 +20,7 @@ import pandas as pd
 import yaml
 
 from builder.m2c.answers import validate
-from builder.m2c.template_files import test_type
+from builder.m2c.template_files import template_type
 from builder.paths import data_dir
 from evaluate.methods import ALL, ITEM_COLUMNS, Context, MethodOutput, Score, register
 from evaluate.reporting import Page, table
@@ -78,7 +78,7 @@ def summarise(rows: pd.DataFrame) -> tuple[list[Score], pd.DataFrame]:
         for metric, col in (("accuracy", "correct"), ("morph_error_share", "morphological_error")):
             scores.append(Score(method="m2c", variant=variant, lang=lang, negative_type=ALL, metric=metric,
                                 value=float(grp[col].mean()), n=len(grp)))
-    templates = (rows.assign(test_type=rows["template_id"].map(test_type))
+    templates = (rows.assign(test_type=rows["template_id"].map(template_type))
                  .groupby(["variant", "lang", "capability", "test_type", "template_id"], as_index=False)
                  .agg(n=("test_id", "size"), accuracy=("correct", "mean"), morph_error_share=("morphological_error", "mean")))
     return scores, templates

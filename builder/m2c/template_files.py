@@ -77,7 +77,7 @@ class LexiconRef:
 Resolver = Callable[[LexiconRef], list[Lexeme]]
 
 
-def test_type(template_id: str) -> str:
+def template_type(template_id: str) -> str:
     """A template's test type: its id ("en/spatial#position" -> "position")."""
     return template_id.rsplit("#", 1)[-1]
 
@@ -291,7 +291,7 @@ def coverage_table(root: Path | None = None, langs: list[str] | None = None) -> 
         have: dict[str, list[str]] = {}
         for t in load_language_templates(lang, root=root):
             if len(t.template):
-                have.setdefault(t.capability, []).append(test_type(t.template_id))
+                have.setdefault(t.capability, []).append(template_type(t.template_id))
         cells = ["✓" if tt in have.get(cap, []) else "" for cap, tt in types]
         own = [f"{cap}: {', '.join(ids)}" for cap, ids in sorted(have.items()) if cap not in PAPER_TEST_TYPES]
         lines.append(f"| {lang} | " + " | ".join(cells) + f" | {'; '.join(own)} |")
