@@ -114,11 +114,12 @@ def validate(reply: str, test: Any, language: str | Language) -> Verdict:
         if re.fullmatch(pattern, reply.strip(), re.I) or re.fullmatch(pattern, r, re.I):
             return Verdict(correct=True, morphological_error=False, matched="re:" + pattern, how="regex")
     question = test.get("question") if isinstance(test, Mapping) else getattr(test, "question", "")
-    if question:  # the longest answer the sentence states decides ("He was a engineer": not "engineer")
-        found = [(span, right, c) for numbers in (False, True) for right, cands in ((True, golds), (False, forms))
+    if question:  # the longest answer the sentence states decides ("He was a engineer": not "engineer"), then
+        # words as written over numbers read as digits ("Queda una.": the wrong gender, not "1"), then the gold
+        found = [(span, not numbers, right, c) for numbers in (False, True) for right, cands in ((True, golds), (False, forms))
                  for c in cands if (span := _in_sentence(reply, c, question, lang, numbers))]
         if found:
-            _, right, c = max(found, key=lambda x: (x[0], x[1]))
+            *_, right, c = max(found, key=lambda x: x[:3])
             if right and not wrong:
                 return Verdict(correct=True, morphological_error=False, matched=c, how="sentence")
             return Verdict(correct=False, morphological_error=True, matched=c, how="morphological")
@@ -171,7 +172,14 @@ def _in_sentence(reply: str, candidate: str, question: str, lang: Language, numb
                 return 0
         elif w not in lang.replies.words and not any(_akin(w, q, lang.spaced) for q in words):
             return 0
-    if at and said[at - 1] in negation:  # "Not John.": the negation is the answer's, not the question's
+    before = at - 1
+    while before >= 0 and said[before] in lang.replies.words:
+        before -= 1
+    if before >= 0 and said[before] in negation:  # "Not the camera.": the negation is the answer's
         return 0
-    dropped = not any(w in negation for w in rest) and any(_akin(w, q, lang.spaced) for w in rest for q in scope)
+    for i, w in enumerate(said):  # a negation negates what the question's does ("John is not a doctor", "John isn't")
+        if w in negation and i < len(said) - 1 and not any(_akin(x, q, lang.spaced) for x in said[i + 1:] for q in scope):
+            return 0
+    dropped = not any(w in negation for w in rest) and any(  # "John is a doctor." for "Who is not a doctor?"
+        _akin(w, q, lang.spaced) for w in rest if w not in lang.replies.words for q in scope)
     return 0 if dropped else len(cand)

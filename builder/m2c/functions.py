@@ -96,7 +96,7 @@ def _words(n, *features, lang: Language) -> Forms:
         raise FunctionError(f"number {value} has no single form for {'.'.join(wanted.values()) or 'no features'} "
                             f"(its forms vary by {', '.join(d for d in rule.dims if d not in wanted)})")
     accepted = rule.accepted(wanted)
-    return Forms(form, tuple(sorted(set(rule.table.values()) - {form, *accepted})), accepted)
+    return Forms(form, tuple(sorted(rule.forms - {form, *accepted})), accepted)  # other forms' variants too (ثمان)
 
 
 @register_function("clock")
