@@ -39,6 +39,11 @@ def _decision(stage: str, to: str, values: tuple[str, ...]) -> str:
 
 
 _OPINIONS = '<Header size="6" value="Curators said"/><Text name="opinions" value="$opinions"/>'
+# The task's row (`task` in its data): the first data column, so the task list beside the screen tells rows apart.
+_TASK = '<View style="color: #666"><Text name="task" value="$task"/></View>'
+# Over the boxes of an adjudication: what they start with.
+_VERSIONS = ("one curator's version to start with; each curator's is a tab at the top, named by the curator, whose ⋮ "
+             "menu has Duplicate Annotation to start from it")
 
 
 def _heading(what: str, adjudication: bool) -> str:
@@ -52,6 +57,7 @@ def translation_config(lang: Language, adjudication: bool = False) -> str:
     """
     return f"""<View>
   <Header value="{'Adjudication' if adjudication else 'Translation'} into {lang.name} ({lang.code}): $kind"/>
+  {_TASK}
   <View style="display:grid; grid-template-columns: 9em 1fr; gap: 4px 12px">
     <Header size="6" value="English"/><Text name="english" value="$english"/>
     <Header size="6" value="German seed"/><Text name="seed_de" value="$seed_de"/>
@@ -61,7 +67,7 @@ def translation_config(lang: Language, adjudication: bool = False) -> str:
     <Header size="6" value="LLM note"/><Text name="note" value="$note"/>
     {_OPINIONS if adjudication else ""}
   </View>
-  <Header size="5" value="Translation (the LLM's proposal; edit it if you correct it)"/>
+  <Header size="5" value="{f'Translation ({_VERSIONS})' if adjudication else "Translation (the LLM's proposal; edit it if you correct it)"}"/>
   <View style="direction: {_dir(lang)}">
     <TextArea name="translation" toName="english" editable="true" maxSubmissions="1" rows="1" transcription="true"/>
   </View>
@@ -73,6 +79,7 @@ def sentence_config(lang: Language, adjudication: bool = False) -> str:
     """Both sentences with the verified words shown beside them; decision and corrected sentences."""
     return f"""<View>
   <Header value="{_heading('Sentence pair', adjudication)} in {lang.name} ({lang.code}): $negative_type negative"/>
+  {_TASK}
   <View style="display:grid; grid-template-columns: 9em 1fr; gap: 4px 12px">
     <Header size="6" value="Property"/><Text name="property" value="$property"/>
     <Header size="6" value="Acceptable concept"/><Text name="acceptable_word" value="$acceptable_word"/>
@@ -81,7 +88,7 @@ def sentence_config(lang: Language, adjudication: bool = False) -> str:
     <Header size="6" value="Generator's flag"/><Text name="flag" value="$flag"/>
     {_OPINIONS if adjudication else ""}
   </View>
-  <Header size="6" value="The concept's span is marked ⟦like this⟧; fix a sentence by editing the box under it."/>
+  <Header size="6" value="The concept's span is marked ⟦like this⟧; fix a sentence by editing the box under it{f'; {_VERSIONS}' if adjudication else ''}."/>
   <View style="direction: {_dir(lang)}">
     <Header size="5" value="Acceptable sentence"/><Text name="acceptable" value="$acceptable"/>
     <TextArea name="acceptable_fixed" toName="acceptable" editable="true" maxSubmissions="1" rows="1" transcription="true"/>
@@ -96,12 +103,13 @@ def inflection_config(lang: Language, adjudication: bool = False) -> str:
     """A lemma, the feature bundles it needs, and the proposed form of each, all editable."""
     return f"""<View>
   <Header value="{_heading('Inflection table', adjudication)} in {lang.name} ({lang.code})"/>
+  {_TASK}
   <View style="display:grid; grid-template-columns: 9em 1fr; gap: 4px 12px">
     <Header size="6" value="Lemma"/><Text name="lemma" value="$lemma"/>
     <Header size="6" value="Feature bundles"/><Text name="bundles" value="$bundles"/>
     {_OPINIONS if adjudication else ""}
   </View>
-  <Header size="5" value="One line per bundle: FEATURES, a tab, the form"/>
+  <Header size="5" value="One line per bundle: FEATURES, a tab, the form{f' ({_VERSIONS})' if adjudication else ''}"/>
   <View style="direction: {_dir(lang)}">
     <TextArea name="forms" toName="lemma" editable="true" maxSubmissions="1" rows="8" transcription="true"/>
   </View>
@@ -113,6 +121,7 @@ def judge_config(lang: Language, adjudication: bool = False) -> str:
     """The pair, the LLM judge's reason, and the decision: confirm the false negative, or keep the pair."""
     return f"""<View>
   <Header value="{_heading("Judge's verdict", adjudication)} in {lang.name} ({lang.code}): may the $negative_type negative have the property?"/>
+  {_TASK}
   <View style="display:grid; grid-template-columns: 9em 1fr; gap: 4px 12px">
     <Header size="6" value="Property"/><Text name="property" value="$property"/>
     <Header size="6" value="Acceptable concept"/><Text name="acceptable_word" value="$acceptable_word"/>

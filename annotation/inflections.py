@@ -10,6 +10,7 @@ version of the table its curators saw and turns it into verified (or corrected, 
 from __future__ import annotations
 
 from annotation.tasks import call_models, task_hash, textarea
+from builder.languages import registry
 from builder.reviews import FormsEdit, current_tables
 from builder.workspace.store import Workspace
 
@@ -18,11 +19,14 @@ STAGE = "inflections"
 
 def inflection_tasks(ws: Workspace, lang: str) -> list[dict]:
     models = call_models(ws, lang)
+    name = registry(ws)[lang].name
     tasks = []
     for item_id, table in current_tables(ws, lang).items():
         forms = table["forms"]
-        data = {"item_key": f"{STAGE}:{lang}:{item_id}", "item_id": item_id, "lemma": table["lemma"],
-                "bundles": ", ".join(f["features"] for f in forms), "draft": table["draft"]}
+        bundles = ", ".join(f["features"] for f in forms)
+        data = {"task": f"{table['lemma']} ({bundles}) · {name} · table {table['version'][:6]}",
+                "item_key": f"{STAGE}:{lang}:{item_id}", "item_id": item_id, "lemma": table["lemma"],
+                "bundles": bundles, "draft": table["draft"], "version": table["version"]}
         data["hash"] = task_hash(data)
         tasks.append({"data": data, "model": models.get(forms[0]["llm_call_id"], "llm"),
                       "prediction": [textarea("forms", "lemma", data["draft"])]})

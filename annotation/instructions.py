@@ -90,8 +90,12 @@ def _adjudication(stage: str) -> Stage:
     """A stage's adjudication: its check, decisions and comment, for the items its curators disagreed on."""
     s = _REVIEWED[stage]
     return Stage(heading=f"Adjudication of {_ADJUDICATED[stage]}",
-                 intro="The curators of each item here disagreed; <b>Curators said</b> shows what each decided. Your "
-                       "decision settles the item and is recorded under your name as the adjudicator.",
+                 intro="The curators of each item here disagreed (before or after it was verified: until you decide, "
+                       "it is not); <b>Curators said</b> shows what each decided. The boxes start with one curator's "
+                       "version, and each curator's version is a tab at the top of the task, named by the curator: "
+                       "open one and choose <i>Duplicate Annotation</i> in its ⋮ menu to start from it, or edit the "
+                       "boxes. Your decision settles the item, with the text you leave, and is recorded under your "
+                       "name as the adjudicator.",
                  check=s.check, decisions=s.decisions, comment=s.comment)
 
 
@@ -115,7 +119,9 @@ def instructions(stage: str, lang: Language) -> str:
         f"<p><b>Decision</b> ({keys}), then <b>Submit</b> (Ctrl+Enter):</p>",
         *(f"<p>&nbsp;&nbsp;<b>{d}</b>: {escape(meaning)}</p>" for d, meaning in s.decisions.items()),
         "<p>Skip a task you cannot judge: it decides nothing and stays open for someone else. You may change your "
-        "annotation later; its latest revision counts.</p>",
+        "annotation later; its latest revision counts. A deleted annotation no longer counts.</p>",
+        "<p>The first column of the task list names each task's item. An item asked again (a new proposal, a "
+        "rewritten pair) comes as a new task; the old one keeps its annotations, marked superseded and closed.</p>",
     ]
     if lang.direction == "rtl":
         parts.append(f"<p>{name} is written right to left: its text is shown and edited right to left.</p>")

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from sqlalchemy import select
 
-from annotation.sentences import mark
+from annotation.sentences import mark, pair_fields
 from annotation.tasks import task_hash
-from builder.languages import SOURCE_LANGUAGE
+from builder.languages import SOURCE_LANGUAGE, registry
 from builder.reviews import SentenceEdit, current_pairs, judge_pending
 from builder.selection import verified
 from builder.workspace import schema as t
@@ -28,6 +28,7 @@ def judge_tasks(ws: Workspace, lang: str) -> list[dict]:
     current = current_pairs(ws, lang)
     english = current_pairs(ws, SOURCE_LANGUAGE)
     words = {item: w["text"] for item, w in verified(ws, lang).items()}
+    name = registry(ws)[lang].name
     tasks = []
     for pair_id, reason in sorted(flagged.items()):
         sp, pair, en = current.get(pair_id), pairs[pair_id], english.get(pair_id)
@@ -35,9 +36,8 @@ def judge_tasks(ws: Workspace, lang: str) -> list[dict]:
             continue
         spans = sp["spans"]
         data = {
-            "item_key": f"judge:{lang}:{pair_id}", "item_id": pair_id, "negative_type": pair["negative_type"],
-            "property": words.get(pair["property_id"], "—"), "acceptable_word": words.get(pair["acceptable_id"], "—"),
-            "unacceptable_word": words.get(pair["unacceptable_id"], "—"),
+            **pair_fields(pair, words, sp["version"], name),
+            "item_key": f"judge:{lang}:{pair_id}", "item_id": pair_id,
             "english": f"{en['acceptable']} / {en['unacceptable']}" if en else "—", "reason": reason,
             "acceptable": mark(sp["acceptable"], spans.get("acceptable_concept")),
             "unacceptable": mark(sp["unacceptable"], spans.get("unacceptable_concept")),

@@ -3,20 +3,23 @@
 Projects are remembered under the server's identity (`annotation.server`), found again by our key
 (`[stage:lang]` in the title), and tasks by our item key in `task.data`, listed from the server
 before every push: a push repeated after a crash or a server restart skips what is there, updates
-changed proposals in place (annotations stay), and imports only what is missing. Each push also
-brings a project's labeling config and curator instructions up to date in place. A push to a project
+a changed task in place while no annotation is on it (or the item's revision is the same), gives an
+item asked again after annotations a new task and closes the old one, and imports only what is
+missing. Each push also brings a project's labeling config and curator instructions up to date in
+place. Pulling parses every exported annotation into a `builder.reviews.Annotation` and hands them to
+`builder.reviews.record_pull` with the projects exported (an annotation missing from its project's
+export was deleted in Label Studio), which records them with their lineage and turns the decisions
+into verified words and forms; this package writes no workspace table itself. A push to a project
 holds the workspace's lock for it (`Workspace.exclusive`), so two at once (a cron and a person, two
 workers of one PostgreSQL workspace) run one after the other and the second imports nothing twice.
 Duplicate tasks of an item (from pushes at once before that lock) are reduced to the oldest: a push
-removes the copies no curator has annotated, and a pull counts the annotations on copies as the oldest's. Pulling parses
-every exported annotation into a `builder.reviews.Annotation` and hands them to
-`builder.reviews.record_pull`, which records them with their lineage and turns the decisions into
-verified words and forms; this package writes no workspace table itself.
+removes the copies no curator has annotated, and a pull counts the annotations on copies as the oldest's.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from label_studio_sdk import LabelStudio
 from label_studio_sdk.core.api_error import ApiError
@@ -40,9 +43,10 @@ CHUNK = 500
 
 @dataclass
 class PushSummary:
-    created: int = 0
+    created: int = 0  # new tasks, `revised` of them for a new revision of an item already annotated
     updated: int = 0
     unchanged: int = 0
+    revised: int = 0
     duplicates_removed: int = 0  # copies of a task no curator annotated (`existing_tasks`)
 
 
@@ -114,6 +118,7 @@ def translation_tasks(ws: Workspace, lang: str) -> list[dict]:
     """One task per item whose latest proposal is not verified yet."""
     latest = reviews.latest_proposals(ws, lang)
     done = verified(ws, lang)
+    name = registry(ws)[lang].name
     english = {r["id"]: (r["english"], r.get("category")) for r in ws.rows(select(t.concepts))}
     english |= {r["id"]: (r["english"], None) for r in ws.rows(select(t.properties))}
     seed = seeds(ws, SEED_LANGUAGES)
@@ -124,6 +129,7 @@ def translation_tasks(ws: Workspace, lang: str) -> list[dict]:
             continue
         en, cat = english[item_id]
         data = {
+            "task": f"{en} ({p['kind']} {item_id}) · {name} · revision {p['revision']}",
             "item_key": f"translation:{lang}:{item_id}", "item_id": item_id, "kind": p["kind"], "english": en,
             "seed_de": seed.get((item_id, "de"), "—"), "seed_zh": seed.get((item_id, "zh"), "—"),
             "category": cat or "—", "alternatives": "; ".join(p["alternatives"]) or "—", "note": p["note"] or "—",
@@ -135,14 +141,36 @@ def translation_tasks(ws: Workspace, lang: str) -> list[dict]:
     return tasks
 
 
-def _opinion(a: dict) -> str:
-    """What one curator said, for the adjudicator: the decision, the text where they changed the draft, the comment."""
-    text = f" '{a['final_text'].replace(chr(10), ' / ')}'" if a["edit_distance"] else ""
+def _opinion(stage: str, a: dict) -> str:
+    """What one curator said, for the adjudicator: the decision, the text it keeps, the comment."""
+    text = f" '{a['final_text'].replace(chr(10), ' / ')}'" if reviews.leaves_text(stage, a["decision"]) else ""
     return f"{a['reviewer']}: {a['decision']}{text}" + (f" ({a['comment']})" if a["comment"] else "")
 
 
+# The text a curator's annotation keeps, as the prediction that pre-fills the stage's boxes with it.
+_VERSION = {
+    "translation": lambda a: [textarea("translation", "english", a["final_text"])],
+    "sentences": lambda a: [textarea("acceptable_fixed", "acceptable", a["acceptable"]),
+                            textarea("unacceptable_fixed", "unacceptable", a["unacceptable"])],
+    "inflections": lambda a: [textarea("forms", "lemma", a["final_text"])],
+}
+
+
+def _versions(stage: str, anns: list[dict]) -> list[dict]:
+    """Each curator's version of a disputed item, as a prediction named after whoever left it ("name (decision)",
+    curators who left the same text together): the adjudicator's boxes start with the first, and each is
+    there to take. Decisions that keep no text (a rejection, a judge's verdict) offer none."""
+    by_text: dict[str, list[dict]] = {}
+    for a in sorted(anns, key=lambda a: a["reviewer"]):
+        if stage in _VERSION and reviews.leaves_text(stage, a["decision"]):
+            by_text.setdefault(a["final_text"], []).append(a)
+    return [{"model_version": ", ".join(f"{a['reviewer']} ({a['decision']})" for a in same),
+             "result": _VERSION[stage](same[0])} for same in by_text.values()]
+
+
 def adjudication_tasks(ws: Workspace, lang: str, stage: str = "translation") -> list[dict]:
-    """A task per disagreement on `stage`'s items: the stage's own task plus what each curator said."""
+    """A task per disagreement on `stage`'s items: the stage's own task plus what each curator said, its boxes
+    pre-filled with each curator's version (or, where none keeps a text, with the stage's draft)."""
     base = {tk["data"]["item_id"]: tk for tk in stage_tasks(ws, lang, stage)}
     tasks = []
     for item, anns in sorted(reviews.disagreements(ws, lang, stage).items()):
@@ -150,27 +178,42 @@ def adjudication_tasks(ws: Workspace, lang: str, stage: str = "translation") -> 
             continue
         data = dict(base[item]["data"])
         data["item_key"] = f"{ADJUDICATION[stage]}:{lang}:{item}"
-        data["opinions"] = " | ".join(map(_opinion, anns))
+        data["opinions"] = "\n".join(_opinion(stage, a) for a in anns)
         data.pop("hash", None)
         data["hash"] = task_hash(data)
-        tasks.append({**base[item], "data": data})
+        tasks.append({**base[item], "data": data, "predictions": _versions(stage, anns) or _predictions(base[item])})
     return tasks
 
 
-def existing_tasks(ls: LabelStudio, project_id: int) -> tuple[dict[str, tuple[int, str]], list[int]]:
-    """Our item key -> (id, hash) of the project's task for it (of several, the oldest), and the ids of the other copies
-    that no curator annotated or skipped (what two pushes at once left before pushes were locked), to remove."""
-    tasks: dict[str, list] = {}
-    listed = ls.tasks.list(project=project_id, include="id,data,total_annotations,cancelled_annotations",
-                           page_size=1000)  # 5x faster than all fields
-    for task in listed:
-        if "item_key" in (task.data or {}):
-            tasks.setdefault(task.data["item_key"], []).append(task)
+def _predictions(task: dict) -> list[dict]:
+    """What pre-fills a task's boxes: its versions (an adjudication's), else the stage's draft under its model's name."""
+    return task.get("predictions") or [{"model_version": task["model"], "result": task["prediction"]}]
+
+
+class Existing(NamedTuple):
+    """A task on the server that asks for an item now."""
+
+    id: int
+    data: dict
+    annotated: bool  # it holds annotations (skips included)
+
+
+def existing_tasks(ls: LabelStudio, project_id: int) -> tuple[dict[str, Existing], list[int]]:
+    """item key -> the task that asks for it now (a task superseded by a newer revision left out; of copies of one task,
+    the oldest), and the ids of the other copies that no curator annotated or skipped (what two pushes at once left
+    before pushes were locked), to remove."""
+    copies: dict[str, list[Existing]] = {}
+    for task in ls.tasks.list(project=project_id, include="id,data,total_annotations,cancelled_annotations",
+                              page_size=1000):  # 5x faster than all fields
+        data = task.data or {}
+        if "item_key" in data and "superseded_by" not in data:
+            copies.setdefault(data["item_key"], []).append(
+                Existing(task.id, data, bool(task.total_annotations or task.cancelled_annotations)))
     have, spare = {}, []
-    for key, copies in tasks.items():
-        first, *others = sorted(copies, key=lambda task: task.id)
-        have[key] = (first.id, first.data.get("hash", ""))
-        spare += [task.id for task in others if not (task.total_annotations or task.cancelled_annotations)]
+    for key, tasks in copies.items():
+        first, *others = sorted(tasks, key=lambda task: task.id)
+        have[key] = first
+        spare += [task.id for task in others if not task.annotated]
     return have, spare
 
 
@@ -186,9 +229,25 @@ def stage_tasks(ws: Workspace, lang: str, stage: str) -> list[dict]:
     return TASKS[base](ws, lang) if stage == base else adjudication_tasks(ws, lang, base)
 
 
+# What a task was asked on, by the stage its items belong to: a task asking for another revision is a new task.
+REVISION = {"translation": "proposal_id", "sentences": "version", "inflections": "version", "judge": "version"}
+
+
+def _supersede(ls: LabelStudio, old: Existing, new_id: int) -> None:
+    """Close a task whose item is asked again in task `new_id`: its annotations stay with it, as they were made
+    on what it showed; its row says it is superseded, and the labeling stream no longer offers it."""
+    label = f"{old.data.get('task', old.data['item_key'])} (superseded by task {new_id})"
+    ls.tasks.update(id=str(old.id), data={**old.data, "task": label, "superseded_by": new_id}, is_labeled=True)
+
+
 def push(ws: Workspace, conn: Connection, lang: str, *, stage: str = "translation", limit: int | None = None,
          chunk: int = CHUNK, overlap: int = 1, overlap_share: float = 0.0) -> PushSummary:
-    """Push review tasks; `overlap_share` of them go to `overlap` curators each (Label Studio's overlap)."""
+    """Push review tasks; `overlap_share` of them go to `overlap` curators each (Label Studio's overlap).
+
+    A task whose item changed is updated in place, its drafts replaced, while nothing is annotated on it, or on
+    the same revision (a new draft of a task nobody answered, an adjudication task with one more opinion). An item asked again
+    after annotations (a word proposed again, a pair written again) is a new revision: it gets a new task,
+    and the old one is closed with its annotations (`_supersede`), so that nobody sees them as current."""
     tasks = stage_tasks(ws, lang, stage)[: limit or None]
     ls = client(conn)
     with ws.exclusive(f"review push to {conn.server} [{stage}:{lang}]"):
@@ -202,30 +261,38 @@ def _push(ws: Workspace, ls: LabelStudio, conn: Connection, lang: str, stage: st
     if overlap > 1:
         ls.projects.update(id=pid, maximum_annotations=overlap, overlap_cohort_percentage=round(overlap_share * 100))
     have, spare = existing_tasks(ls, pid)
+    revision = REVISION[base_stage(stage)]
     summary = PushSummary(duplicates_removed=len(spare))
     for task_id in spare:
         ls.tasks.delete(id=str(task_id))
-    new = []
+    new, superseded = [], []
     for task in tasks:
         data = task["data"]
-        if data["item_key"] not in have:
+        old = have.get(data["item_key"])
+        if old is None:
             new.append(task)
-        elif have[data["item_key"]][1] == data["hash"]:
+        elif old.data.get("hash") == data["hash"]:
             summary.unchanged += 1
-        else:  # a re-proposal: same task, new draft; the annotations on it stay
-            task_id = have[data["item_key"]][0]
-            ls.tasks.update(id=str(task_id), data=data)
-            ls.predictions.create(task=task_id, result=task["prediction"], model_version=task["model"])
+        elif old.annotated and old.data.get(revision) != data[revision]:
+            new.append(task)
+            superseded.append(old)
+        else:  # its drafts are replaced: Label Studio pre-fills a new annotation with the first
+            ls.tasks.update(id=str(old.id), data=data)
+            for p in ls.predictions.list(task=old.id):
+                ls.predictions.delete(id=p.id)
+            for p in _predictions(task):
+                ls.predictions.create(task=old.id, result=p["result"], model_version=p["model_version"])
             summary.updated += 1
+    ids: dict[str, int] = {}
     for i in range(0, len(new), chunk):
         batch = new[i : i + chunk]
-        ls.projects.import_tasks(
-            id=pid,
-            request=[{"data": x["data"], "predictions": [{"model_version": x["model"], "result": x["prediction"]}]}
-                     for x in batch],
-            return_task_ids=True,
-        )
+        made = ls.projects.import_tasks(id=pid, request=[{"data": x["data"], "predictions": _predictions(x)} for x in batch],
+                                        return_task_ids=True)
+        ids |= {x["data"]["item_key"]: task_id for x, task_id in zip(batch, made.task_ids, strict=True)}
         summary.created += len(batch)
+    for old in superseded:
+        _supersede(ls, old, ids[old.data["item_key"]])
+    summary.revised = len(superseded)
     return summary
 
 
@@ -255,11 +322,13 @@ def annotation_record(project: ReviewProject, task: dict, ann: dict, users: dict
 
 
 def pull(ws: Workspace, conn: Connection) -> PullSummary:
-    """Export every project remembered on this server and hand its annotations to the review owner."""
+    """Export every project remembered on this server and hand its annotations to the review owner, with the
+    projects exported whole: an annotation recorded before and missing now was deleted in Label Studio."""
     ls = client(conn)
     _adopt_recorded_by_url(ws, ls, conn)
     users = {u.id: (u.email or u.username or str(u.id)) for u in ls.users.list()}
+    projects = reviews.review_projects(ws, conn.server)
     records = [annotation_record(project, task, ann, users)
-               for project in reviews.review_projects(ws, conn.server)
+               for project in projects
                for task, ann in one_task_per_item(ls.projects.exports.as_json(project.project_id))]
-    return reviews.record_pull(ws, conn.server, records)
+    return reviews.record_pull(ws, conn.server, records, exported=[(p.stage, p.lang) for p in projects])

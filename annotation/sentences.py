@@ -11,7 +11,7 @@ from __future__ import annotations
 from sqlalchemy import select
 
 from annotation.tasks import call_models, task_hash, textarea
-from builder.languages import SOURCE_LANGUAGE
+from builder.languages import SOURCE_LANGUAGE, registry
 from builder.reviews import SentenceEdit, current_pairs, sentence_decisions
 from builder.selection import verified
 from builder.workspace import schema as t
@@ -36,6 +36,7 @@ def sentence_tasks(ws: Workspace, lang: str) -> list[dict]:
     english = current_pairs(ws, SOURCE_LANGUAGE)
     words = {item: w["text"] for item, w in verified(ws, lang).items()}
     models = call_models(ws, lang)
+    name = registry(ws)[lang].name
     tasks = []
     for pair_id, sp in sorted(current_pairs(ws, lang).items()):
         if pair_id in decided:
@@ -44,9 +45,8 @@ def sentence_tasks(ws: Workspace, lang: str) -> list[dict]:
         en = english.get(pair_id)
         spans = sp["spans"]
         data = {
-            "item_key": f"sentences:{lang}:{pair_id}", "item_id": pair_id, "negative_type": pair["negative_type"],
-            "property": words.get(pair["property_id"], "—"), "acceptable_word": words.get(pair["acceptable_id"], "—"),
-            "unacceptable_word": words.get(pair["unacceptable_id"], "—"),
+            **pair_fields(pair, words, sp["version"], name),
+            "item_key": f"sentences:{lang}:{pair_id}", "item_id": pair_id,
             "english": f"{en['acceptable']} / {en['unacceptable']}" if en else "—",
             "acceptable": mark(sp["acceptable"], spans.get("acceptable_concept")),
             "unacceptable": mark(sp["unacceptable"], spans.get("unacceptable_concept")),
@@ -60,6 +60,17 @@ def sentence_tasks(ws: Workspace, lang: str) -> list[dict]:
                            textarea("unacceptable_fixed", "unacceptable", sp["unacceptable"])],
         })
     return tasks
+
+
+def pair_fields(pair: dict, words: dict[str, str], version: str, lang_name: str) -> dict:
+    """What a task about a pair shows of it: its words, and the row that tells it apart in the task list
+    (the concepts, the property, the language, the pair and the version of its sentences)."""
+    shown = {"negative_type": pair["negative_type"], "property": words.get(pair["property_id"], "—"),
+             "acceptable_word": words.get(pair["acceptable_id"], "—"),
+             "unacceptable_word": words.get(pair["unacceptable_id"], "—")}
+    task = (f"{shown['acceptable_word']} / {shown['unacceptable_word']}: {shown['property']} · {lang_name} · "
+            f"pair {pair['id']} · version {version[:6]}")
+    return {"task": task, **shown}
 
 
 def edit(data: dict, fields: dict) -> SentenceEdit:

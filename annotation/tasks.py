@@ -49,7 +49,8 @@ def one_task_per_item(tasks: Iterable[dict]) -> Iterator[tuple[dict, dict]]:
     annotations on the copies only the latest counts, as when a curator revises an annotation."""
     copies: dict[Any, list[dict]] = {}
     for task in sorted(tasks, key=lambda task: task["id"]):
-        copies.setdefault((task.get("data") or {}).get("item_key", task["id"]), []).append(task)
+        data = task.get("data") or {}  # a task superseded by a new revision keeps its own annotations
+        copies.setdefault(task["id"] if "superseded_by" in data else data.get("item_key", task["id"]), []).append(task)
     for first, *others in copies.values():
         anns = [ann for task in (first, *others) for ann in task.get("annotations") or []]
         if others:

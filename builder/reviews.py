@@ -38,7 +38,7 @@ from builder.agreement import agreement as measure_agreement
 from builder.flags import clear_flags, list_flags, record_flags
 from builder.m2c import tables
 from builder.m2c.fills import Need
-from builder.m2c.lexicon import list_forms, verify_fills
+from builder.m2c.lexicon import list_forms, verify_fills, withdraw_fills
 from builder.records import Record, VerifiedWord
 from builder.selection import verified
 from builder.textdiff import edit_distance
@@ -50,7 +50,7 @@ __all__ = [
     "AcceptSummary", "Annotation", "FormsEdit", "PullSummary", "RecordedByUrl", "ReviewProject", "SentenceEdit",
     "SentenceReview", "StageAgreement", "TranslationEdit",
     "accept", "adopt_server", "base_stage", "curators", "current_pairs", "current_tables", "decisions", "disagreements",
-    "judge_decisions", "judge_pending", "latest_proposals", "opinions", "record_pull", "record_seed_words",
+    "judge_decisions", "judge_pending", "latest_proposals", "leaves_text", "opinions", "record_pull", "record_seed_words",
     "recorded_by_url", "rejected_items", "rejected_pairs", "remember_project", "review_project", "review_projects",
     "review_status", "sentence_decisions", "stage_agreement",
 ]
@@ -85,6 +85,12 @@ def base_stage(stage: str) -> str:
 def decisions(stage: str) -> tuple[str, ...]:
     """The decisions a stage's (or its adjudication's) curators choose from."""
     return _DECISIONS[base_stage(stage)]
+
+
+def leaves_text(stage: str, decision: str | None) -> bool:
+    """Whether `decision` keeps a text of the curator's (the word, the two sentences, the table): a version of the
+    item that an adjudicator may take."""
+    return decision in _TEXTUAL[base_stage(stage)]
 
 
 def _utc(value: datetime) -> datetime:
@@ -202,10 +208,14 @@ class PullSummary:
     new: int = 0
     updated: int = 0
     unchanged: int = 0
+    deleted: int = 0  # annotations gone from Label Studio since the last pull: withdrawn, their rows kept
     verified: int = 0
+    withdrawn: int = 0  # verified words taken back: the decision that verified them no longer holds
     rejected: int = 0
     by_decision: dict[str, int] = field(default_factory=dict)
-    forms: dict[str, int] = field(default_factory=dict)  # inflection forms verified, corrected, rejected, invalid
+    forms: dict[str, int] = field(default_factory=dict)  # inflection forms verified, corrected, rejected, invalid, withdrawn
+    # (stage, lang) -> items whose curators disagree since this pull (a new, changed or deleted annotation made them)
+    disagreements: dict[tuple[str, str], int] = field(default_factory=dict)
 
 
 # -- projects -----------------------------------------------------------------------------------------
@@ -246,7 +256,7 @@ def recorded_by_url(ws: Workspace) -> list[RecordedByUrl]:
     servers |= {r["server"] for r in ws.rows(select(ra.c.server).where(ra.c.server.like(by_url)).distinct())}
     out = []
     for server in sorted(servers):
-        latest = ws.rows(select(ra.c.annotation_id, ra.c.task_id).where(ra.c.server == server)
+        latest = ws.rows(select(ra.c.annotation_id, ra.c.task_id).where(ra.c.server == server, ra.c.withdrawn_at.is_(None))
                          .order_by(ra.c.updated_at.desc()).limit(1))
         out.append(RecordedByUrl(server=server, projects=review_projects(ws, server),
                                  annotation=(latest[0]["annotation_id"], latest[0]["task_id"]) if latest else None))
@@ -345,24 +355,30 @@ def record_seed_words(ws: Workspace, c: Connection, words: Iterable[VerifiedWord
 # -- opinions, agreement and adjudication, at every stage ------------------------------------------------------
 
 
-def _made_on(ws: Workspace, stage: str, lang: str) -> tuple[list[dict], dict[str, object]]:
-    """The decided annotations of `stage` and of its adjudication in `lang`, each with `made_on` (the proposal
-    or the version it was made on), and item -> what the item's current version is."""
+def _made_on(ws: Workspace, stage: str, lang: str, items: Iterable[str] | None = None) -> tuple[list[dict], dict[str, object]]:
+    """The decided annotations of `stage` and of its adjudication in `lang` (on `items` only, when given), each
+    with `made_on` (the proposal or the version it was made on), and item -> what the item's current version is."""
     ra = t.review_annotations
     where = (ra.c.lang == lang, ra.c.stage.in_((stage, ADJUDICATION[stage])), ra.c.cancelled.is_(False),
-             ra.c.decision.is_not(None))
+             ra.c.decision.is_not(None), ra.c.withdrawn_at.is_(None))
+
+    def read(stmt) -> list[dict]:
+        if items is None:
+            return ws.rows(stmt.where(*where))
+        return [r for ids in _chunks(sorted(items)) for r in ws.rows(stmt.where(*where, ra.c.item_id.in_(ids)))]
+
     if stage == "translation":
-        rows = ws.rows(select(ra, ra.c.proposal_id.label("made_on")).where(*where))
+        rows = read(select(ra, ra.c.proposal_id.label("made_on")))
         return rows, {item: p["id"] for item, p in latest_proposals(ws, lang).items()}
     if stage == "inflections":
         tr = t.table_reviews
-        rows = ws.rows(select(ra, tr.c.version.label("made_on"), tr.c.lemma)
-                       .join(tr, (tr.c.annotation_id == ra.c.annotation_id) & (tr.c.server == ra.c.server)).where(*where))
+        rows = read(select(ra, tr.c.version.label("made_on"), tr.c.lemma)
+                    .join(tr, (tr.c.annotation_id == ra.c.annotation_id) & (tr.c.server == ra.c.server)))
         reviewed_last = {r["item_id"]: r["made_on"] for r in sorted(rows, key=lambda r: r["updated_at"])}
         return rows, reviewed_last | {item: tb["version"] for item, tb in current_tables(ws, lang).items()}
     s = t.sentence_reviews
-    rows = ws.rows(select(ra, s.c.version.label("made_on"), s.c.acceptable, s.c.unacceptable)
-                   .join(s, (s.c.annotation_id == ra.c.annotation_id) & (s.c.server == ra.c.server)).where(*where))
+    rows = read(select(ra, s.c.version.label("made_on"), s.c.acceptable, s.c.unacceptable)
+                .join(s, (s.c.annotation_id == ra.c.annotation_id) & (s.c.server == ra.c.server)))
     return rows, pair_versions(ws, lang)
 
 
@@ -374,11 +390,12 @@ def _latest_opinions(rows: list[dict]) -> dict[str, list[dict]]:
     return {item: list(by.values()) for item, by in per.items()}
 
 
-def opinions(ws: Workspace, lang: str, stage: str = "translation") -> tuple[dict[str, list[dict]], dict[str, list[dict]]]:
-    """(curators, adjudicators) of a stage in `lang`: item -> each one's latest decided annotation on the item's
-    current version."""
+def opinions(ws: Workspace, lang: str, stage: str = "translation", items: Iterable[str] | None = None,
+             ) -> tuple[dict[str, list[dict]], dict[str, list[dict]]]:
+    """(curators, adjudicators) of a stage in `lang` (of `items` only, when given): item -> each one's latest
+    decided annotation on the item's current version."""
     with collector_paused():
-        rows, current = _made_on(ws, stage, lang)
+        rows, current = _made_on(ws, stage, lang, items)
         on_current = [r for r in rows if current.get(r["item_id"]) == r["made_on"]]
         return (_latest_opinions([r for r in on_current if r["stage"] == stage]),
                 _latest_opinions([r for r in on_current if r["stage"] == ADJUDICATION[stage]]))
@@ -431,18 +448,22 @@ def stage_agreement(ws: Workspace, lang: str, stage: str = "translation") -> Sta
 # -- translations: decided -------------------------------------------------------------------------------------
 
 
-def _decide_translations(ws: Workspace, lang: str, summary: PullSummary) -> None:
-    """Turn the settled decisions on each item's latest proposal into reviews and verified words.
+def _decide_translations(ws: Workspace, lang: str, decided: dict[str, tuple[dict, str]], summary: PullSummary) -> None:
+    """Turn the settled decisions (`decided`, from `_settle`) on each item's latest proposal into reviews and
+    verified words, and take back what no decision holds any more.
 
-    One review per proposal from Label Studio, updated as decisions change; a verified word from a
-    seed or the source is never replaced by a review."""
+    One review per proposal from Label Studio, updated as decisions change, and removed while no decision
+    holds on the latest proposal (its annotations stay). A word verified in Label Studio is withdrawn when
+    its item's decision stops verifying it: a curator disagrees (it waits for the adjudicator), a decision
+    becomes a rejection, or the annotations that verified it were deleted. A verified word from a seed or
+    the source is never replaced by a review; one accepted with `builder accept` is never withdrawn by one."""
     latest = latest_proposals(ws, lang)
-    decided = _settle("translation", *opinions(ws, lang, "translation"))
     words = verified(ws, lang)
     rv, pr = t.reviews, t.proposals
-    reviewed = {r["proposal_id"]: r["id"] for r in ws.rows(  # the first review from Label Studio of each proposal
-        select(rv.c.id, rv.c.proposal_id).join(pr, pr.c.id == rv.c.proposal_id)
-        .where(pr.c.lang == lang, rv.c.channel == "label-studio").order_by(rv.c.id.desc()))}
+    ours = ws.rows(select(rv.c.id, rv.c.proposal_id).join(pr, pr.c.id == rv.c.proposal_id)
+                   .where(pr.c.lang == lang, rv.c.channel == "label-studio").order_by(rv.c.id.desc()))
+    reviewed = {r["proposal_id"]: r["id"] for r in ours}  # the first review from Label Studio of each proposal
+    from_label_studio = {r["id"] for r in ours}
     ts = now()
     with ws.transaction() as c:
         for item_id, (a, reviewer) in decided.items():
@@ -463,14 +484,26 @@ def _decide_translations(ws: Workspace, lang: str, summary: PullSummary) -> None
                 summary.verified += 1
             elif (old["text"], old["review_id"], old["reviewer"]) != (word.text, review_id, reviewer):
                 _write_word(c, word, ts, replace=True)
+        vw = t.verified_words
+        for item_id, old in words.items():
+            if (old["review_id"] in from_label_studio and item_id in latest and old["proposal_id"] == latest[item_id]["id"]
+                    and (item_id not in decided or decided[item_id][0]["decision"] not in _VERIFYING)):
+                c.execute(vw.delete().where(vw.c.item_id == item_id, vw.c.lang == lang))
+                summary.withdrawn += 1
+        undecided = [p["id"] for item_id, p in latest.items() if p["id"] in reviewed and item_id not in decided]
+        for ids in _chunks(undecided):
+            c.execute(rv.delete().where(rv.c.proposal_id.in_(ids), rv.c.channel == "label-studio"))
 
 
 def rejected_items(ws: Workspace, lang: str) -> dict[str, dict]:
-    """Items whose latest proposal a curator rejected or marked ambiguous, and that no one has verified since (an
-    expert's seed word, say): item id -> review and proposal."""
+    """Items whose latest proposal its curators (or its adjudicator) rejected or marked ambiguous, and that no one has
+    verified since (an expert's seed word, say): item id -> review and proposal. An item whose curators disagree waits
+    for its adjudicator instead."""
     latest = latest_proposals(ws, lang)
     done = verified(ws, lang)
-    by_proposal = {p["id"]: item_id for item_id, p in latest.items() if item_id not in done}
+    settled = _settle("translation", *opinions(ws, lang, "translation"))
+    by_proposal = {latest[item]["id"]: item for item, (a, _) in settled.items()
+                   if a["decision"] in ("reject", "ambiguous") and item in latest and item not in done}
     out = {}
     for r in ws.rows(select(t.reviews).where(t.reviews.c.channel == "label-studio",
                                              t.reviews.c.decision.in_(("reject", "ambiguous")))):
@@ -550,13 +583,29 @@ def _store_table(c: Connection, a: Annotation) -> None:
                                                   lemma=a.forms.lemma, version=tables.version(a.forms.draft)))
 
 
-def _decide_tables(ws: Workspace, lang: str, items: set[str], counts: dict[str, int]) -> None:
-    """Apply the settled decision on each of `items` whose table waits for review, through the lexicon, oldest
-    first; a fixed table that cannot be read, or names a bundle that was not proposed, counts as invalid."""
+def _lemmas(ws: Workspace, lang: str) -> dict[str, str]:
+    """The item id of each lemma with forms in `lang` -> the lemma."""
+    return {Need(lang, r["lemma"], "", ()).id: r["lemma"] for r in list_forms(ws, lang)}
+
+
+def _reopen_tables(ws: Workspace, lang: str, items: set[str]) -> dict[str, int]:
+    """Put each of `items` whose table was decided back to waiting, as the LLM proposed it, to be decided again:
+    its curators may now disagree, a decision may have changed, or its annotations been deleted. Returns item ->
+    how many forms went back."""
+    lemmas = _lemmas(ws, lang)
+    return {item: withdraw_fills(ws, lang, lemmas[item]) for item in sorted(items - set(current_tables(ws, lang)))
+            if item in lemmas}
+
+
+def _decide_tables(ws: Workspace, lang: str, items: set[str], decided: dict[str, tuple[dict, str]],
+                   reopened: dict[str, int], counts: dict[str, int]) -> None:
+    """Apply the settled decision (`decided`, from `_settle`) on each of `items` through the lexicon, oldest first,
+    on the version of the table it was made on; forms `reopened` (`_reopen_tables`) that no decision takes again
+    count as withdrawn. A fixed table that cannot be read, or names a bundle that was not proposed, counts as invalid."""
     waiting = current_tables(ws, lang)
-    settled = _settle("inflections", *opinions(ws, lang, "inflections"))
-    for item, (a, reviewer) in sorted(settled.items(), key=lambda kv: kv[1][0]["updated_at"]):
-        if item not in items or item not in waiting:
+    applied = set()
+    for item, (a, reviewer) in sorted(decided.items(), key=lambda kv: kv[1][0]["updated_at"]):
+        if item not in items or item not in waiting or a["made_on"] != waiting[item]["version"]:
             continue
         try:
             s = verify_fills(ws, lang, waiting[item]["lemma"], reviewer=reviewer, decision=a["decision"], comment=a["comment"],
@@ -564,8 +613,12 @@ def _decide_tables(ws: Workspace, lang: str, items: set[str], counts: dict[str, 
         except ValueError:
             counts["invalid"] = counts.get("invalid", 0) + 1
             continue
+        applied.add(item)
         for k in ("verified", "corrected", "rejected"):
             counts[k] = counts.get(k, 0) + getattr(s, k)
+    withdrawn = sum(n for item, n in reopened.items() if item not in applied)
+    if withdrawn:
+        counts["withdrawn"] = counts.get("withdrawn", 0) + withdrawn
 
 
 # -- recording a pull ---------------------------------------------------------------------------------------
@@ -625,7 +678,7 @@ def _store(c: Connection, server: str, pulled: list[tuple[Annotation, bool]], ve
             lineage = dict(proposal_id=None, final_text=final, edit_distance=edit_distance(a.forms.draft, final))
         row = dict(stage=a.stage, lang=a.lang, item_id=a.item_id, task_id=a.task_id, decision=a.decision, comment=a.comment,
                    reviewer=a.reviewer, cancelled=a.cancelled, lead_time_s=a.lead_time_s, created_at=a.created_at,
-                   updated_at=a.updated_at, **lineage)
+                   updated_at=a.updated_at, withdrawn_at=None, **lineage)
         if first:
             inserts[ra].append(key | row)
         else:
@@ -635,16 +688,22 @@ def _store(c: Connection, server: str, pulled: list[tuple[Annotation, bool]], ve
             c.execute(table.insert(), rows)
 
 
-def _decide_judgements(ws: Workspace, lang: str) -> None:
-    """A curator's decision on the judge's verdict settles its flag: "keep" clears it; "false negative"
-    keeps it, now saying who confirmed it, until the negative is replaced in the seeds or the pair waived."""
-    decided = judge_decisions(ws, lang)
+def _decide_judgements(ws: Workspace, lang: str, decided: dict[str, tuple[dict, str]], disputed: dict[str, list[dict]]) -> None:
+    """A settled decision (`decided`, from `_settle`) on the judge's verdict settles its flag: "keep" clears it;
+    "false negative" keeps it, now saying who confirmed it, until the negative is replaced in the seeds or the
+    pair waived. A verdict its curators dispute is flagged until the adjudicator decides, whatever they said before."""
+    reasons = {pid: f"a curator ({who}) confirmed the negative has the property"
+                    + (f" ({a['comment']})" if a["comment"] else "") + "; replace it in the seeds, or waive the pair"
+               for pid, (a, who) in decided.items() if a["decision"] == "false negative"}
+    reasons |= {pid: "curators disagree whether the negative has the property ("
+                     + "; ".join(f"{a['reviewer']}: {a['decision']}" + (f" ({a['comment']})" if a["comment"] else "")
+                                 for a in anns)
+                     + f"): an adjudicator decides (builder review push --stage {ADJUDICATION['judge']} --lang {lang})"
+                for pid, anns in disputed.items()}
+    flagged = {f.item_id: f.reason for f in list_flags(ws, stage="judge", langs=[lang])}
     with ws.transaction() as c:
-        clear_flags(c, "judge", lang, [pid for pid, d in decided.items() if d.decision == "keep"])
-        record_flags(c, "judge", lang, {
-            pid: f"a curator ({d.reviewer}) confirmed the negative has the property"
-                 + (f" ({d.comment})" if d.comment else "") + "; replace it in the seeds, or waive the pair"
-            for pid, d in decided.items() if d.decision == "false negative"})
+        clear_flags(c, "judge", lang, [pid for pid, (a, _) in decided.items() if a["decision"] == "keep" and pid in flagged])
+        record_flags(c, "judge", lang, {pid: why for pid, why in reasons.items() if flagged.get(pid) != why})
 
 
 def judge_pending(ws: Workspace, lang: str) -> dict[str, str]:
@@ -654,44 +713,78 @@ def judge_pending(ws: Workspace, lang: str) -> dict[str, str]:
     return {f.item_id: f.reason for f in list_flags(ws, stage="judge", langs=[lang]) if f.item_id not in decided}
 
 
-def record_pull(ws: Workspace, server: str, annotations: Iterable[Annotation]) -> PullSummary:
+def record_pull(ws: Workspace, server: str, annotations: Iterable[Annotation],
+                exported: Iterable[tuple[str, str]] = ()) -> PullSummary:
     """Record what a pull from the server with identity `server` exported, then turn the decisions into verified words and forms.
 
     An annotation whose `updated_at` is what was recorded is unchanged and skipped; the new and changed
-    ones are recorded in one transaction. Then translations and the judge's verdicts are decided for every
-    language with a project of theirs (or of their adjudication) on that server, and the settled decision
-    on each inflection table with a new or changed annotation is applied.
+    ones are recorded in one transaction. `exported` names the (stage, lang) of the projects whose whole
+    export `annotations` holds: an annotation recorded for one of them that the export lacks was deleted in
+    Label Studio, and is withdrawn (its row stays, marked; it counts again if it comes back). Then
+    translations and the judge's verdicts are decided for every language with a project of theirs (or of their
+    adjudication) on that server, and inflection tables with a new, changed or withdrawn annotation. Items
+    whose curators agreed (or were alone) before this pull and disagree after it are counted in
+    `disagreements`, by stage and language.
     """
     ra, tr = t.review_annotations, t.table_reviews
-    known = {r["annotation_id"]: _utc(r["updated_at"])
-             for r in ws.rows(select(ra.c.annotation_id, ra.c.updated_at).where(ra.c.server == server))}
+    recorded = ws.rows(select(ra.c.annotation_id, ra.c.updated_at, ra.c.withdrawn_at, ra.c.stage, ra.c.lang, ra.c.item_id)
+                       .where(ra.c.server == server))
+    known = {r["annotation_id"]: _utc(r["updated_at"]) for r in recorded if r["withdrawn_at"] is None}
+    recorded_ids = {r["annotation_id"] for r in recorded}
     versioned = {r["annotation_id"] for r in ws.rows(select(tr.c.annotation_id).where(tr.c.server == server))}
     summary = PullSummary()
-    touched: dict[str, set[str]] = {}  # lang -> inflection tables with a new or changed annotation
+    touched: dict[tuple[str, str], set[str]] = {}  # (stage, lang) -> items with a new, changed or withdrawn annotation
+    seen: set[int] = set()
+    unversioned: list[Annotation] = []  # recorded before tables had versions (workspace schema 6 and older)
     pulled: dict[int, tuple[Annotation, bool]] = {}  # annotation id -> (annotation, first pull)
+    for a in annotations:
+        if a.server != server:
+            raise ValueError(f"annotation {a.annotation_id} comes from server {a.server}, not from the pulled server {server}")
+        seen.add(a.annotation_id)
+        if known.get(a.annotation_id) == a.updated_at:
+            if a.forms is not None and a.annotation_id not in versioned:
+                unversioned.append(a)
+            summary.unchanged += 1
+            continue
+        first = pulled[a.annotation_id][1] if a.annotation_id in pulled else a.annotation_id not in recorded_ids
+        pulled[a.annotation_id] = (a, first)  # exported twice: the later copy, still a first pull if it was
+        touched.setdefault((base_stage(a.stage), a.lang), set()).add(a.item_id)
+    complete = set(exported)
+    gone = [r for r in recorded if r["withdrawn_at"] is None and r["annotation_id"] not in seen
+            and (r["stage"], r["lang"]) in complete]
+    for r in gone:
+        touched.setdefault((base_stage(r["stage"]), r["lang"]), set()).add(r["item_id"])
+    had: dict[tuple[str, str], set[str]] = {}  # the touched items that had opinions before: only they can have been disputed
+    for r in recorded:
+        key = (base_stage(r["stage"]), r["lang"])
+        if r["withdrawn_at"] is None and r["item_id"] in touched.get(key, ()):
+            had.setdefault(key, set()).add(r["item_id"])
+    disputed_before = {(stage, lang): set(_open(stage, *opinions(ws, lang, stage, items)))
+                       for (stage, lang), items in had.items()}
     with ws.transaction() as c:
-        for a in annotations:
-            if a.server != server:
-                raise ValueError(f"annotation {a.annotation_id} comes from server {a.server}, not from the pulled server {server}")
-            if known.get(a.annotation_id) == a.updated_at:
-                if a.forms is not None and a.annotation_id not in versioned:
-                    _store_table(c, a)  # recorded before tables had versions (workspace schema 6 and older)
-                summary.unchanged += 1
-                continue
-            first = pulled[a.annotation_id][1] if a.annotation_id in pulled else a.annotation_id not in known
-            pulled[a.annotation_id] = (a, first)  # exported twice: the later copy, still a first pull if it was
-            if a.forms is not None:
-                touched.setdefault(a.lang, set()).add(a.item_id)
+        for a in unversioned:
+            _store_table(c, a)
         summary.new = sum(first for _, first in pulled.values())
         summary.updated = len(pulled) - summary.new
         _store(c, server, list(pulled.values()), versioned)
-    projects = [(base_stage(p.stage), p.lang) for p in review_projects(ws, server)]
-    for lang in sorted({lang for stage, lang in projects if stage == "translation"}):
-        _decide_translations(ws, lang, summary)
-    for lang in sorted({lang for stage, lang in projects if stage == "judge"}):
-        _decide_judgements(ws, lang)
-    for lang, items in sorted(touched.items()):
-        _decide_tables(ws, lang, items, summary.forms)
+        for ids in _chunks([r["annotation_id"] for r in gone]):
+            c.execute(ra.update().where(ra.c.server == server, ra.c.annotation_id.in_(ids)).values(withdrawn_at=now()))
+        summary.deleted = len(gone)
+    projects = {(base_stage(p.stage), p.lang) for p in review_projects(ws, server)}
+    for stage, lang in sorted({(s, lang) for s, lang in projects if s in ("translation", "judge")} | set(touched)):
+        items = touched.get((stage, lang), set())
+        reopened = _reopen_tables(ws, lang, items) if stage == "inflections" else {}
+        ops, adjudicated = opinions(ws, lang, stage)
+        decided, disputed = _settle(stage, ops, adjudicated), _open(stage, ops, adjudicated)
+        if stage == "translation":
+            _decide_translations(ws, lang, decided, summary)
+        elif stage == "judge":
+            _decide_judgements(ws, lang, decided, disputed)
+        elif stage == "inflections":
+            _decide_tables(ws, lang, items, decided, reopened, summary.forms)
+        arose = (items & set(disputed)) - disputed_before.get((stage, lang), set())
+        if arose:
+            summary.disagreements[(stage, lang)] = len(arose)
     return summary
 
 
@@ -701,7 +794,7 @@ def record_pull(ws: Workspace, server: str, annotations: Iterable[Annotation]) -
 def curators(ws: Workspace, lang: str) -> set[str]:
     """Everyone who reviewed or translated `lang`'s words: in Label Studio, by `builder accept`, or as a seed translator."""
     ra, rv, pr, st = t.review_annotations, t.reviews, t.proposals, t.seed_translations
-    names = {r["reviewer"] for r in ws.rows(select(ra.c.reviewer).where(ra.c.lang == lang).distinct())}
+    names = {r["reviewer"] for r in ws.rows(select(ra.c.reviewer).where(ra.c.lang == lang, ra.c.withdrawn_at.is_(None)).distinct())}
     names |= {r["reviewer"] for r in ws.rows(select(rv.c.reviewer).distinct()
                                               .select_from(rv.join(pr, pr.c.id == rv.c.proposal_id))
                                               .where(pr.c.lang == lang, rv.c.channel != "label-studio"))}
@@ -710,9 +803,11 @@ def curators(ws: Workspace, lang: str) -> set[str]:
 
 
 def _annotation_counts(ws: Workspace, stage: str, lang: str) -> dict:
-    """Who annotated a stage's tasks in a language, how many annotations, how many were skipped."""
+    """Who annotated a stage's tasks in a language, how many annotations, how many were skipped (annotations
+    deleted in Label Studio left out)."""
     ra = t.review_annotations
-    anns = ws.rows(select(ra.c.reviewer, ra.c.cancelled).where(ra.c.lang == lang, ra.c.stage == stage))
+    anns = ws.rows(select(ra.c.reviewer, ra.c.cancelled).where(ra.c.lang == lang, ra.c.stage == stage,
+                                                               ra.c.withdrawn_at.is_(None)))
     return {"reviewers": sorted({r["reviewer"] for r in anns}), "annotations": len(anns),
             "skipped": sum(1 for r in anns if r["cancelled"])}
 

@@ -1,11 +1,11 @@
 """Take the screenshots of the four review screens for docs/curators.md (a documentation tool, not a test).
 
 Runs the demo in a scratch workspace (its scripted curator accepts every task), then prepares one open
-task per screen: the scripted curator's annotation is removed from a translation (Russian *bat*), a
-sentence pair (Russian) and an inflection table (German); a second curator disagrees on Russian
-*kettle*, which makes an adjudication task. Headless Chromium logs in and saves each labeling screen,
-`docs/img/<stage>-review.png`, and each project's instructions as Label Studio shows them,
-`docs/img/<stage>-instructions.png`.
+task per screen: the scripted curator's annotation is removed from a translation (Russian *baseball bat*),
+a sentence pair (Russian) and an inflection table (German); a second curator corrects Russian *kettle*,
+which the scripted curator had verified: the word is withdrawn, and an adjudication task offers both
+versions. Headless Chromium logs in and saves each labeling screen, `docs/img/<stage>-review.png`, and
+each project's instructions as Label Studio shows them, `docs/img/<stage>-instructions.png`.
 
     python -m venv /tmp/pw && /tmp/pw/bin/pip install playwright     # the driver only: never a browser
     apt-get install chromium fonts-noto-cjk                           # the browser (/usr/bin/chromium), CJK glyphs
@@ -24,13 +24,12 @@ from annotation import server as ls_server
 from annotation.review import client, pull, push
 from builder.cli.demo import run_demo
 from builder.reviews import review_project
-from builder.workspace import schema as t
 from builder.workspace.store import open_workspace
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                   "--disable-component-update", "--no-first-run", "--disable-sync"]
-SCREENS = {"translation": ("ru", {"english": "bat"}), "adjudication": ("ru", {"english": "kettle"}),
+SCREENS = {"translation": ("ru", {"english": "baseball bat"}), "adjudication": ("ru", {"english": "kettle"}),
            "sentences": ("ru", {}), "inflections": ("de", {})}
 HEIGHT = {"translation": 1000, "adjudication": 1060, "sentences": 1080, "inflections": 1040}
 
@@ -45,14 +44,11 @@ def open_task(ls, project_id: int, match: dict) -> int:
 
 
 def disagree(ws, conn, item_english: str) -> None:
-    """A second curator corrects what the scripted curator accepted, so the item waits for adjudication."""
+    """A second curator corrects what the scripted curator accepted (and the pull verified), so the item waits for adjudication."""
     ls = client(conn)
     project = review_project(ws, "translation", "ru", conn.server)
     task = next(tk for tk in ls.tasks.list(project=project.project_id, include="id,data", page_size=1000)
                 if tk.data["english"] == item_english)
-    with ws.transaction() as c:  # a scratch workspace: forget the word the demo verified, as if never reviewed
-        c.execute(t.verified_words.delete().where(t.verified_words.c.lang == "ru",
-                                                  t.verified_words.c.item_id == task.data["item_id"]))
     user = ls.users.create(username="curator-b", email="curator-b@builder.local", password="screenshot-only-1")
     ls.annotations.create(id=task.id, completed_by=user.id, result=[
         {"from_name": "decision", "to_name": "english", "type": "choices", "value": {"choices": ["corrected"]}},

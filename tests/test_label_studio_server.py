@@ -127,6 +127,7 @@ def test_a_workspace_from_before_server_identities_finds_its_annotations_on_its_
     with db:  # the workspace as schema 3 left it
         for table in ("review_projects", "review_annotations", "sentence_reviews"):
             db.execute(f"ALTER TABLE {table} RENAME COLUMN server TO url")
+        db.execute("ALTER TABLE review_annotations DROP COLUMN withdrawn_at")  # schema 9's
         db.execute("UPDATE review_projects SET url = ?", (conn.url,))
         db.execute("UPDATE review_annotations SET url = CASE annotation_id WHEN ? THEN ? ELSE ? END",
                    (first, "http://127.0.0.1:9", conn.url))

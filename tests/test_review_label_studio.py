@@ -99,7 +99,7 @@ def test_curator_loop_push_review_pull_repropose(sample_ws, server, label_studio
     assert ann[correct_id]["edit_distance"] > 0 and ann[accept_id]["edit_distance"] == 0
     assert ann[accept_id]["reviewer"] == ls_server.ADMIN_USER and ann[accept_id]["lead_time_s"] == 12.5
     assert ann[skip_id]["cancelled"] and ann[skip_id]["decision"] is None
-    # The loop: the rejected item goes back to the LLM with the comment, and is pushed again in place.
+    # The loop: the rejected item goes back to the LLM with the comment, and is pushed again as a new task.
     rejected = rejected_items(ws, "fr")
     assert set(rejected) == {reject_id}
     c = LLMClient(LLMCache.of_workspace(ws), settings_for(server))
@@ -113,9 +113,9 @@ def test_curator_loop_push_review_pull_repropose(sample_ws, server, label_studio
     asked = [m["content"] for r in ws.rows(select(t.llm_cache.c.request)) for m in r["request"]["messages"]]
     assert any("wrong sense: the sports bat" in m for m in asked)
     s = push(ws, conn, "fr")
-    assert (s.created, s.updated) == (0, 1)
-    after = {tk.data["item_id"]: tk for tk in _tasks(conn, pid)}
-    assert len(after) == 193 and after[reject_id].id == tasks[reject_id].id  # same task, not a duplicate
+    assert (s.created, s.revised, s.updated) == (1, 1, 0)
+    after = {tk.data["item_id"]: tk for tk in _tasks(conn, pid) if "superseded_by" not in tk.data}
+    assert len(after) == 193 and after[reject_id].id != tasks[reject_id].id and not after[reject_id].annotations
     assert after[reject_id].data["revision"] == 2 and "revised" in after[reject_id].data["draft"]
     _annotate(conn, after[reject_id].id, "accept")
     pull(ws, conn)
@@ -387,7 +387,7 @@ def test_sentence_pairs_accept_fix_reject_then_regenerated_and_reviewed_again(sa
     assert reject_id not in rows and len(rows) == n - 1 and res.counts
     assert rows[fix_id]["unacceptable_sentence"] == got[fix_id].unacceptable and rows[fix_id]["corrected"]
     assert rows[accept_id]["acceptable_sentence"] == got[accept_id].acceptable
-    # Rejected pairs go back to generation with the comment; the rewrite is reviewed again in place.
+    # Rejected pairs go back to generation with the comment; the rewrite is reviewed again in a new task.
     assert rejected_pairs(ws, "de") == {reject_id: "the property reads as a question"}
     c = LLMClient(LLMCache.of_workspace(ws), settings_for(server))
 
@@ -401,9 +401,9 @@ def test_sentence_pairs_accept_fix_reject_then_regenerated_and_reviewed_again(sa
     assert any("the property reads as a question" in m for m in asked)
     assert reject_id not in sentence_decisions(ws, "de") and rejected_pairs(ws, "de") == {}
     s = push(ws, conn, "de", stage="sentences")
-    assert (s.created, s.updated) == (0, 1)
-    after = {tk.data["item_id"]: tk for tk in _tasks(conn, pid)}
-    assert len(after) == n and after[reject_id].id == tasks[reject_id].id
+    assert (s.created, s.revised, s.updated) == (1, 1, 0)
+    after = {tk.data["item_id"]: tk for tk in _tasks(conn, pid) if "superseded_by" not in tk.data}
+    assert len(after) == n and after[reject_id].id != tasks[reject_id].id
     assert after[reject_id].data["draft_acceptable"].endswith(", in fact.")
     say(after[reject_id], "accept")
     pull(ws, conn)

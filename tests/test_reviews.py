@@ -16,12 +16,14 @@ from test_generate import stage
 from test_m2c_workspace import _templates
 
 from builder import reviews
+from builder.audits import audit
+from builder.flags import list_flags
 from builder.generate import generate, regenerate
 from builder.languages import registry
 from builder.llm.cache import LLMCache
 from builder.llm.client import LLMClient
 from builder.m2c.fills import needs, propose_forms
-from builder.records import VerifiedWord
+from builder.records import VerifiedWord, pair_id
 from builder.reviews import (
     Annotation,
     FormsEdit,
@@ -137,6 +139,64 @@ def test_a_disagreement_blocks_verification_until_adjudicated(fr):
     assert reviews.disagreements(ws, "fr") == {}
 
 
+def test_a_correction_after_verification_withdraws_the_word_until_an_adjudicator_settles_it(fr):
+    ws, latest = fr
+    item, other = sorted(latest)[:2]
+    p, q = latest[item]["id"], latest[other]["id"]
+    s = record_pull(ws, SERVER, [said(1, item, p, "bo", "accept"), said(2, other, q, "bo", "reject", comment="wrong sense")])
+    assert s.verified == 1 and _words(ws)[item]["reviewer"] == "bo" and set(reviews.rejected_items(ws, "fr")) == {other}
+    # A second curator corrects the verified word, a third accepts the rejected one: both items now wait.
+    s = record_pull(ws, SERVER, [said(3, item, p, "cy", "corrected", "ventilateur", minutes=5),
+                                 said(4, other, q, "cy", "accept", minutes=5)])
+    assert item not in _words(ws) and s.withdrawn == 1 and s.disagreements == {("translation", "fr"): 2}
+    assert set(reviews.disagreements(ws, "fr")) == {item, other}
+    assert reviews.rejected_items(ws, "fr") == {}  # a disputed rejection goes to the adjudicator, not back to the LLM
+    assert not ws.rows(select(t.reviews).where(t.reviews.c.proposal_id.in_((p, q))))  # no decision holds on either
+    status = {(r["stage"], r["lang"]): r for r in reviews.review_status(ws)}[("translation", "fr")]
+    assert (status["disagreements"], status["accept"], status["reject"]) == (2, 0, 0)
+    assert record_pull(ws, SERVER, []).disagreements == {}  # said once, when they arise
+    assert record_pull(ws, SERVER, [said(6, item, p, "dag", "accept", minutes=6)]).disagreements == {}  # not new
+    # The adjudicator takes the first curator's word: verified again, under the adjudicator's name.
+    _project(ws, "adjudication", "fr")
+    s = record_pull(ws, SERVER, [said(5, item, p, "dee", "accept", latest[item]["text"], stage_name="adjudication", minutes=10)])
+    word = _words(ws)[item]
+    assert s.verified == 1 and (word["text"], word["reviewer"]) == (latest[item]["text"], "dee (adjudicated)")
+    assert set(reviews.disagreements(ws, "fr")) == {other}
+
+
+def test_a_curator_who_changes_an_accept_to_a_reject_takes_the_word_back(fr):
+    ws, latest = fr
+    item = sorted(latest)[0]
+    record_pull(ws, SERVER, [said(1, item, latest[item]["id"], "bo", "accept")])
+    s = record_pull(ws, SERVER, [said(1, item, latest[item]["id"], "bo", "reject", comment="wrong sense", minutes=3)])
+    assert item not in _words(ws) and s.withdrawn == 1 and s.disagreements == {}
+    assert reviews.rejected_items(ws, "fr")[item]["comment"] == "wrong sense"
+
+
+def test_an_annotation_deleted_in_label_studio_stops_counting_and_keeps_its_row(fr):
+    ws, latest = fr
+    a, b = sorted(latest)[:2]
+    pa, pb = latest[a]["id"], latest[b]["id"]
+    anns = [said(1, a, pa, "bo", "accept"), said(2, b, pb, "bo", "accept"), said(3, b, pb, "cy", "corrected", "x")]
+    record_pull(ws, SERVER, anns, exported=[("translation", "fr")])
+    assert a in _words(ws) and b not in _words(ws)
+    # Annotations 1 and 3 were deleted in Label Studio: the export of the translation project lacks them.
+    s = record_pull(ws, SERVER, [anns[1]], exported=[("translation", "fr")])
+    assert (s.deleted, s.unchanged, s.withdrawn, s.verified) == (2, 1, 1, 1)
+    words = _words(ws)
+    assert a not in words and words[b]["reviewer"] == "bo" and reviews.disagreements(ws, "fr") == {}
+    rows = {r["annotation_id"]: r for r in ws.rows(select(t.review_annotations))}
+    assert set(rows) == {1, 2, 3} and rows[2]["withdrawn_at"] is None
+    assert rows[1]["withdrawn_at"] is not None and rows[3]["withdrawn_at"] is not None and rows[3]["final_text"] == "x"
+    status = {(r["stage"], r["lang"]): r for r in reviews.review_status(ws)}[("translation", "fr")]
+    assert (status["annotations"], status["reviewers"], status["accept"]) == (1, ["bo"], 1)
+    assert record_pull(ws, SERVER, [anns[1]], exported=[("translation", "fr")]).deleted == 0  # withdrawn once
+    assert record_pull(ws, SERVER, [], exported=[("sentences", "fr")]).deleted == 0  # another project's export
+    # An annotation that comes back (a server restored from a backup) counts again.
+    s = record_pull(ws, SERVER, anns, exported=[("translation", "fr")])
+    assert s.updated == 2 and a in _words(ws) and set(reviews.disagreements(ws, "fr")) == {b}
+
+
 def test_an_annotation_made_before_a_re_proposal_stays_on_its_proposal(fr, server):
     ws, latest = fr
     item = sorted(latest)[0]
@@ -209,6 +269,64 @@ def test_inflection_decisions_go_through_the_lexicon_and_unreadable_tables_are_c
     forms = {(r["lemma"], r["features"]): r for r in ws.rows(select(t.lexicon_forms))}
     assert (forms[("Lampe", "PL.DAT")]["form"], forms[("Lampe", "PL.DAT")]["proposed_form"]) == ("Lampen", "Lampe")
     assert forms[("Tisch", "PL.DAT")]["reviewer"] == "ana" and forms[("Bett", "SG.DAT")]["status"] == "rejected"
+
+
+def test_a_disagreement_after_an_inflection_table_was_verified_puts_its_forms_back(ws, server, tmp_path):
+    server.lexicon.inflections.update({("de", "Tisch", "SG.DAT"): "Tisch", ("de", "Tisch", "PL.DAT"): "Tischen"})
+    _llm(ws, server, lambda c: propose_forms(ws, c, registry(ws)["de"], needs(ws, "de", _templates(tmp_path))))
+    item, tisch = next((i, tb) for i, tb in reviews.current_tables(ws, "de").items() if tb["lemma"] == "Tisch")
+
+    def table(aid, reviewer, decision, text=None, stage_name="inflections"):
+        return Annotation(stage=stage_name, lang="de", item_id=item, annotation_id=aid, server=SERVER, task_id=aid,
+                          decision=decision, reviewer=reviewer, created_at=T0, updated_at=T0 + timedelta(minutes=aid),
+                          forms=FormsEdit(lemma="Tisch", draft=tisch["draft"], text=text))
+
+    def forms():
+        return {r["features"]: r for r in ws.rows(select(t.lexicon_forms)) if r["lemma"] == "Tisch"}
+
+    _project(ws, "inflections", "de")
+    record_pull(ws, SERVER, [table(1, "ana", "accept")])
+    assert {r["status"] for r in forms().values()} == {"verified"} and item not in reviews.current_tables(ws, "de")
+    fixed = tisch["draft"].replace("Tischen", "Tischen (pl.)")
+    s = record_pull(ws, SERVER, [table(2, "bo", "fix", fixed)])
+    assert s.forms["withdrawn"] == 2 and s.disagreements == {("inflections", "de"): 1}
+    assert {r["status"] for r in forms().values()} == {"proposed"}
+    assert reviews.current_tables(ws, "de")[item]["version"] == tisch["version"]  # the table the curators saw, waiting
+    assert set(reviews.disagreements(ws, "de", "inflections")) == {item}
+    _project(ws, "adjudicate-forms", "de")
+    record_pull(ws, SERVER, [table(3, "dee", "fix", fixed, stage_name="adjudicate-forms")])
+    settled = forms()
+    assert {r["status"] for r in settled.values()} == {"verified"} and settled["PL.DAT"]["form"] == "Tischen (pl.)"
+    assert settled["PL.DAT"]["reviewer"] == "dee (adjudicated)" and reviews.disagreements(ws, "de", "inflections") == {}
+
+
+def test_a_disputed_verdict_of_the_judge_is_flagged_again_until_adjudicated(sample_ws, server):
+    ws, books = sample_ws, "is used for storing books"
+    server.lexicon.judgements[("en", "A wardrobe is used for storing books.")] = "Many people keep books in a wardrobe."
+    stage(ws, server, generate, ["en"], books)
+    stage(ws, server, audit, ["en"], books)
+    wardrobe = pair_id(books, "bookcase", "wardrobe")
+    assert set(reviews.judge_pending(ws, "en")) == {wardrobe}
+    sp = reviews.current_pairs(ws, "en")[wardrobe]
+
+    def verdict(aid, reviewer, decision, stage_name="judge"):
+        return Annotation(stage=stage_name, lang="en", item_id=wardrobe, annotation_id=aid, server=SERVER, task_id=aid,
+                          decision=decision, reviewer=reviewer, created_at=T0, updated_at=T0 + timedelta(minutes=aid),
+                          sentences=SentenceEdit(version=sp["version"], draft_acceptable=sp["acceptable"],
+                                                 draft_unacceptable=sp["unacceptable"]))
+
+    _project(ws, "judge", "en")
+    record_pull(ws, SERVER, [verdict(1, "ana", "keep")])
+    assert list_flags(ws, stage="judge") == [] and reviews.judge_pending(ws, "en") == {}
+    s = record_pull(ws, SERVER, [verdict(2, "bo", "false negative")])
+    assert s.disagreements == {("judge", "en"): 1}
+    (flag,) = list_flags(ws, stage="judge")
+    assert flag.item_id == wardrobe and "ana: keep; bo: false negative" in flag.reason
+    assert "builder review push --stage adjudicate-judge --lang en" in flag.reason
+    assert set(reviews.judge_pending(ws, "en")) == {wardrobe} and wardrobe not in reviews.judge_decisions(ws, "en")
+    _project(ws, "adjudicate-judge", "en")
+    record_pull(ws, SERVER, [verdict(3, "dee", "keep", stage_name="adjudicate-judge")])
+    assert list_flags(ws, stage="judge") == [] and reviews.judge_decisions(ws, "en")[wardrobe].reviewer == "dee (adjudicated)"
 
 
 def test_records_that_do_not_fit_are_refused_with_the_annotation_named(fr):

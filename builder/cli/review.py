@@ -91,7 +91,9 @@ def review_push(
         except Exception as exc:  # noqa: BLE001 - server and stage errors alike
             fail(exc)
         removed = f", duplicates removed {s.duplicates_removed}" if s.duplicates_removed else ""
-        out.print(f"{stage} {lg.code}: created {s.created}, updated {s.updated}, unchanged {s.unchanged}{removed}")
+        out.print(f"{stage} {lg.code}: created {s.created}" + (f" ({s.revised} for items asked again; their old tasks are "
+                                                                "closed, with their annotations)" if s.revised else "")
+                  + f", updated {s.updated}, unchanged {s.unchanged}{removed}")
 
 
 @review_app.command("pull")
@@ -105,10 +107,17 @@ def review_pull(workspace: Path | None = WorkspaceOpt) -> None:
         s = pull(ws, connect(ws.directory, log=err.print))
     except Exception as exc:  # noqa: BLE001 - server errors end as one line
         fail(exc)
-    out.print(f"annotations: {s.new} new, {s.updated} updated, {s.unchanged} unchanged; "
-              f"decisions {s.by_decision}; newly verified {s.verified}")
+    out.print(f"annotations: {s.new} new, {s.updated} updated, {s.unchanged} unchanged, {s.deleted} deleted in Label Studio "
+              f"(no longer counted); decisions {s.by_decision}; newly verified {s.verified}")
+    if s.withdrawn:
+        out.print(f"{s.withdrawn} verified word{'s' if s.withdrawn != 1 else ''} withdrawn: the decision that verified "
+                  f"{'them' if s.withdrawn != 1 else 'it'} no longer holds")
     if s.forms:
         out.print("inflection forms: " + ", ".join(f"{k} {v}" for k, v in sorted(s.forms.items())))
+    for (stage, lang), n in sorted(s.disagreements.items()):
+        out.print(f"{n} new disagreement{'s' if n != 1 else ''} in {stage} {lang}, held until adjudicated: "
+                  f"`builder review push --stage {reviews.ADJUDICATION[stage]} --lang {lang}` pushes "
+                  f"{'them' if n != 1 else 'it'} to the adjudicators")
     flag_scripts(ws)
     show_steps(ws, next_steps(ws))
 

@@ -206,6 +206,21 @@ def verify_fills(ws: Workspace, lang_code: str, lemma: str, *, reviewer: str, de
     return summary
 
 
+def withdraw_fills(ws: Workspace, lang_code: str, lemma: str) -> int:
+    """Put a lemma's decided LLM forms back as the LLM proposed them, waiting for review: the decision that
+    verified or rejected them no longer holds (its curators now disagree, or its annotation was deleted).
+    Forms from elsewhere (UniMorph) stay. One transaction; returns how many forms went back."""
+    c = t.lexicon_forms.c
+    with ws.transaction() as conn:
+        rows = conn.execute(select(c.id, c.form, c.proposed_form).where(
+            c.lang == lang_code, c.lemma == lemma, c.pos == "", c.source == "llm", c.status.in_(("verified", "rejected")))).all()
+        for r in rows:
+            conn.execute(t.lexicon_forms.update().where(c.id == r.id).values(
+                status="proposed", form=r.proposed_form or r.form, proposed_form=None, reviewer=None, comment="",
+                verified_at=None))
+    return len(rows)
+
+
 def store_proposed_forms(conn: Connection, lang: str, lemma: str, forms: dict[str, str], call_id: str) -> int:
     """The LLM's forms for a lemma (bundle -> form), stored as proposed with their call, in the caller's
     transaction; a bundle already proposed or verified is never stored twice, a rejected one is proposed

@@ -18,10 +18,11 @@ from sqlalchemy import (
     UniqueConstraint,
 )
 
-SCHEMA_VERSION = 9  # 2: review projects and annotations (Label Studio); 3: sentence_reviews, m2c_tests, lexicon_forms,
+SCHEMA_VERSION = 10  # 2: review projects and annotations (Label Studio); 3: sentence_reviews, m2c_tests, lexicon_forms,
 # release_waivers; 4: review rows keyed by the Label Studio server's identity (column `server`), no longer by its URL;
 # 5: llm_claims; 6: llm_endpoints, llm_calls.mode and .max_tokens, batches.failures;
-# 7: table_reviews; 8: indexes on review_annotations (lang, stage) and sentence_pairs (lang); 9: flags.attempts
+# 7: table_reviews; 8: indexes on review_annotations (lang, stage) and sentence_pairs (lang); 9: flags.attempts;
+# 10: review_annotations.withdrawn_at (annotations deleted in Label Studio)
 
 # A review server's identity that is only its URL: rows recorded before identities (schema version 3
 # and older), and an external Label Studio that does not show its organization.
@@ -249,6 +250,9 @@ review_annotations = Table(
     Column("edit_distance", Integer),
     Column("created_at", DateTime(timezone=True), nullable=False),
     Column("updated_at", DateTime(timezone=True), nullable=False),
+    # When a pull found the annotation gone from Label Studio (deleted there): it no longer counts; the row stays
+    # for lineage. NULL while it is there.
+    Column("withdrawn_at", DateTime(timezone=True)),
     Index("ix_review_annotations_lang_stage", "lang", "stage"),  # every review query is for a stage in a language
 )
 
