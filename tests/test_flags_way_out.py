@@ -256,7 +256,8 @@ def _ls_tasks(ws, conn, stage, lang="fr"):
 
     project = ws.rows(select(t.review_projects.c.project_id).where(t.review_projects.c.stage == stage,
                                                                    t.review_projects.c.lang == lang))[0]["project_id"]
-    return {tk.data["item_id"]: tk for tk in client(conn).tasks.list(project=project, fields="all", page_size=1000)}
+    listed = sorted(client(conn).tasks.list(project=project, fields="all", page_size=1000), key=lambda tk: tk.id)
+    return {tk.data["item_id"]: tk for tk in listed if "superseded_by" not in tk.data}  # each item's current task
 
 
 def _ls_say(conn, task, reviewer, decision, to_name, **texts):
@@ -297,7 +298,8 @@ def test_each_review_step_names_the_push_or_pull_that_moves_its_items(sample_ws,
     # A rejected word goes back to the LLM, and its rewrite to its task, with the commands named.
     rewritten = follow(cli, pulled, "1 item(s) curators rejected or marked ambiguous")
     assert "1 new revision(s)" in rewritten
-    assert "updated 1" in follow(cli, rewritten, "1 rewritten for curators to review")
+    # The rewrite is a new revision: a new task, the old one closed with the rejection on it.
+    assert "created 1 (1 for items asked again" in follow(cli, rewritten, "1 rewritten for curators to review")
     assert _ls_tasks(ws, conn, "translation")[blender].data["draft"].endswith("(fr, revised)")
 
     # A pair the LLM gave up on RUNS times goes to curators with the push the steps name; a curator's fix settles it.
