@@ -267,3 +267,15 @@ def test_the_dataset_card_lists_the_served_model_as_the_llm_used(sample_ws, serv
     card = (tmp_path / "releases" / "README.md").read_text(encoding="utf-8")
     used = card[card.index("## LLMs used"):card.index("## Citation")]
     assert f"- `{GGUF}`: generate " in used and "gpt-4o" not in card
+
+
+def test_a_dry_run_with_no_model_lists_the_servers_models_and_sends_no_completion(sample_ws, server):
+    as_llama_cpp(server)
+    planned = cli(sample_ws, server, "translate", "--lang", "fr", "--properties", ONE_PROPERTY, "--dry-run")
+    assert f'"model": "{GGUF}"' in planned and "estimated cost unknown" in planned
+    assert server.stats.models_listed == 1 and server.stats.calls == 0
+    cli(sample_ws, server, "translate", "--lang", "fr", "--properties", ONE_PROPERTY)
+    listed = server.stats.models_listed
+    planned = cli(sample_ws, server, "translate", "--lang", "es", "--properties", ONE_PROPERTY, "--dry-run")
+    assert f"model {GGUF}: the one model whose replies from {server.base_url} are cached" in planned
+    assert server.stats.models_listed == listed  # known from the cache: nothing asked

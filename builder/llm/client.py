@@ -252,8 +252,9 @@ class LLMClient:
 
     async def named_model(self) -> str:
         """The model requests name, settled once before the first: the one set; a replayed recording's; the
-        hosted API's documented default; with `--offline`, the one this endpoint's replies were cached for;
-        else the one the endpoint serves. `LLMError` when none of these names exactly one."""
+        hosted API's documented default; with `--offline` or `--dry-run`, the one this endpoint's replies were
+        cached for; else the one the endpoint serves (a dry run asks its /models too: a listing, no completion).
+        `LLMError` when none of these names exactly one."""
         if self.settings.model is None:
             async with self._model_lock:
                 if self._model_error is not None:
@@ -277,10 +278,11 @@ class LLMClient:
         default = hosted_default(self.settings.base_url)
         if default is not None:
             return default, None
-        if self.settings.offline:
+        if self.settings.offline or self.settings.dry_run:
             models = sorted({e["model"] for e in self.cache.endpoints() if e["endpoint"] == url})
             if len(models) == 1:
                 return models[0], f"the one model whose replies from {url} are cached"
+        if self.settings.offline:
             raise CacheMissError(f"--offline: no model is set and the cache holds replies of {len(models) or 'no'} "
                                  f"model(s) from {url}{' (' + ', '.join(models) + ')' if models else ''}: "
                                  "set BUILDER_LLM_MODEL or --model")
