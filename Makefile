@@ -35,8 +35,10 @@ label-studio: install
 # llama.cpp's OpenAI-compatible server, for the real-server tests (it compiles llama.cpp: 12-20 minutes on a fresh
 # machine, so that no test waits for it); lm-evaluation-harness and minicons, which the parity tests and
 # bench/real_model.py compare with (apart from ours: lm-eval's dependency `evaluate` would shadow our package).
+# GGML_NATIVE=OFF: a portable build (AVX2, not -march=native), since a virtual machine can report instructions it
+# does not run (a native build here died with SIGILL in libggml-cpu.so on its first completion).
 llama-cpp: install
-	$(PY) -c "from builder.llm.llamacpp import ensure_installed; ensure_installed()"
+	CMAKE_ARGS="$${CMAKE_ARGS:--DGGML_NATIVE=OFF}" $(PY) -c "from builder.llm.llamacpp import ensure_installed; ensure_installed()"
 
 reference-scorers: install
 	$(PY) -c "from evaluate.parity import ensure_environment; ensure_environment()"

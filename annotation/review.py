@@ -9,7 +9,11 @@ missing. Each push also brings a project's labeling config and curator instructi
 place. Pulling parses every exported annotation into a `builder.reviews.Annotation` and hands them to
 `builder.reviews.record_pull` with the projects exported (an annotation missing from its project's
 export was deleted in Label Studio), which records them with their lineage and turns the decisions
-into verified words and forms; this package writes no workspace table itself.
+into verified words and forms; this package writes no workspace table itself. A push to a project
+holds the workspace's lock for it (`Workspace.exclusive`), so two at once (a cron and a person, two
+workers of one PostgreSQL workspace) run one after the other and the second imports nothing twice.
+Duplicate tasks of an item (from pushes at once before that lock) are reduced to the oldest: a push
+removes the copies no curator has annotated, and a pull counts the annotations on copies as the oldest's.
 """
 
 from __future__ import annotations
@@ -24,10 +28,11 @@ from sqlalchemy import select
 from annotation import inflections, judge, sentences
 from annotation.configs import CONFIGS
 from annotation.instructions import instructions
-from annotation.server import Connection
-from annotation.tasks import call_models, parse_annotation, task_hash, textarea
+from annotation.server import Connection, http_client
+from annotation.tasks import call_models, one_task_per_item, parse_annotation, task_hash, textarea
 from builder import reviews
 from builder.languages import SEED_LANGUAGES, registry
+from builder.records import Language
 from builder.reviews import ADJUDICATION, REVIEW_STAGES, Annotation, PullSummary, ReviewProject, TranslationEdit, base_stage
 from builder.selection import seeds, verified
 from builder.workspace import schema as t
@@ -42,14 +47,16 @@ class PushSummary:
     updated: int = 0
     unchanged: int = 0
     revised: int = 0
+    duplicates_removed: int = 0  # copies of a task no curator annotated (`existing_tasks`)
 
 
 def client(conn: Connection) -> LabelStudio:
-    return LabelStudio(base_url=conn.url, api_key=conn.token)
+    return LabelStudio(base_url=conn.url, api_key=conn.token, httpx_client=http_client(conn.url))
 
 
-def title(stage: str, lang: str) -> str:
-    return f"[{stage}:{lang}] {registry()[lang].name if lang in registry() else lang} review"[:50]
+def title(stage: str, lang: Language) -> str:
+    """The project's key (`[stage:code]`) and the language's name, as curators read it in the project list."""
+    return f"[{stage}:{lang.code}] {lang.name} review"[:50]
 
 
 def _unless_missing(get, **kw):
@@ -65,25 +72,26 @@ def _unless_missing(get, **kw):
 def ensure_project(ws: Workspace, ls: LabelStudio, conn: Connection, stage: str, lang: str) -> int:
     """The project for (stage, lang): remembered, else found by our key on the server, else created.
 
-    Its labeling config and instructions are brought up to date in place when they differ: a project
-    made by an earlier version gets the current screen and instructions, and its annotations stay.
+    Its title, labeling config and instructions are brought up to date in place when they differ: a project
+    made by an earlier version gets the current ones (a declared language's name in the title, not its code),
+    and its annotations stay.
     """
     key = f"[{stage}:{lang}]"
     lang_rec = registry(ws)[lang]
-    wanted = {"label_config": CONFIGS[stage](lang_rec), "expert_instruction": instructions(stage, lang_rec),
-              "show_instruction": True}
+    wanted = {"title": title(stage, lang_rec), "label_config": CONFIGS[stage](lang_rec),
+              "expert_instruction": instructions(stage, lang_rec), "show_instruction": True}
     known = reviews.review_project(ws, stage, lang, conn.server)
     project = _unless_missing(ls.projects.get, id=known.project_id) if known else None
     if project is None:
         project = min((p for p in ls.projects.list() if (p.title or "").startswith(key)), key=lambda p: p.id, default=None)
     if project is None:
-        pid = ls.projects.create(title=title(stage, lang), description=f"builder review project {key}", **wanted).id
+        pid = ls.projects.create(description=f"builder review project {key}", **wanted).id
     else:
         pid = project.id
         changed = {k: v for k, v in wanted.items() if getattr(project, k, None) != v}
         if changed:
             ls.projects.update(id=pid, **changed)
-    reviews.remember_project(ws, ReviewProject(stage=stage, lang=lang, project_id=pid, title=title(stage, lang),
+    reviews.remember_project(ws, ReviewProject(stage=stage, lang=lang, project_id=pid, title=wanted["title"],
                                                server=conn.server))
     return pid
 
@@ -190,15 +198,23 @@ class Existing(NamedTuple):
     annotated: bool  # it holds annotations (skips included)
 
 
-def existing_tasks(ls: LabelStudio, project_id: int) -> dict[str, Existing]:
-    """item key -> the task that asks for it now: the newest, a task superseded by a newer revision left out."""
-    out: dict[str, Existing] = {}
+def existing_tasks(ls: LabelStudio, project_id: int) -> tuple[dict[str, Existing], list[int]]:
+    """item key -> the task that asks for it now (a task superseded by a newer revision left out; of copies of one task,
+    the oldest), and the ids of the other copies that no curator annotated or skipped (what two pushes at once left
+    before pushes were locked), to remove."""
+    copies: dict[str, list[Existing]] = {}
     for task in ls.tasks.list(project=project_id, include="id,data,total_annotations,cancelled_annotations",
                               page_size=1000):  # 5x faster than all fields
         data = task.data or {}
-        if "item_key" in data and "superseded_by" not in data and (data["item_key"] not in out or task.id > out[data["item_key"]].id):
-            out[data["item_key"]] = Existing(task.id, data, bool(task.total_annotations or task.cancelled_annotations))
-    return out
+        if "item_key" in data and "superseded_by" not in data:
+            copies.setdefault(data["item_key"], []).append(
+                Existing(task.id, data, bool(task.total_annotations or task.cancelled_annotations)))
+    have, spare = {}, []
+    for key, tasks in copies.items():
+        first, *others = sorted(tasks, key=lambda task: task.id)
+        have[key] = first
+        spare += [task.id for task in others if not task.annotated]
+    return have, spare
 
 
 TASKS = {"translation": translation_tasks, "sentences": sentences.sentence_tasks, "inflections": inflections.inflection_tasks,
@@ -234,13 +250,21 @@ def push(ws: Workspace, conn: Connection, lang: str, *, stage: str = "translatio
     and the old one is closed with its annotations (`_supersede`), so that nobody sees them as current."""
     tasks = stage_tasks(ws, lang, stage)[: limit or None]
     ls = client(conn)
+    with ws.exclusive(f"review push to {conn.server} [{stage}:{lang}]"):
+        return _push(ws, ls, conn, lang, stage, tasks, chunk, overlap, overlap_share)
+
+
+def _push(ws: Workspace, ls: LabelStudio, conn: Connection, lang: str, stage: str, tasks: list[dict], chunk: int,
+          overlap: int, overlap_share: float) -> PushSummary:
     _adopt_recorded_by_url(ws, ls, conn)
     pid = ensure_project(ws, ls, conn, stage, lang)
     if overlap > 1:
         ls.projects.update(id=pid, maximum_annotations=overlap, overlap_cohort_percentage=round(overlap_share * 100))
-    have = existing_tasks(ls, pid)
+    have, spare = existing_tasks(ls, pid)
     revision = REVISION[base_stage(stage)]
-    summary = PushSummary()
+    summary = PushSummary(duplicates_removed=len(spare))
+    for task_id in spare:
+        ls.tasks.delete(id=str(task_id))
     new, superseded = [], []
     for task in tasks:
         data = task["data"]
@@ -306,6 +330,5 @@ def pull(ws: Workspace, conn: Connection) -> PullSummary:
     projects = reviews.review_projects(ws, conn.server)
     records = [annotation_record(project, task, ann, users)
                for project in projects
-               for task in ls.projects.exports.as_json(project.project_id)
-               for ann in task.get("annotations") or []]
+               for task, ann in one_task_per_item(ls.projects.exports.as_json(project.project_id))]
     return reviews.record_pull(ws, conn.server, records, exported=[(p.stage, p.lang) for p in projects])

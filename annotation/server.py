@@ -3,7 +3,9 @@
 The project depends only on `label-studio-sdk`; the server (a Django application with many pinned
 dependencies) lives in a virtual environment of its own, installed from `requirements/label-studio.lock`
 into a folder named for its version (`builder.environments`). Its data directory is inside the
-workspace, and its API token is generated (or taken from the environment) and kept in a 0600 file.
+workspace, and its API token is generated and kept in a 0600 file: `LABEL_STUDIO_API_KEY` is a team
+server's key (`connect`), never stored here. The server's environment is built for it (`builder.child_env`):
+none of our secrets reach its process, its log or its data directory.
 
 A server is known by its identity, never by its URL (a restart picks a new port): for a server we
 start, an id written once into its data directory (`local:…`); for one given by `LABEL_STUDIO_URL`,
@@ -31,7 +33,9 @@ from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
+from builder.child_env import child_env
 from builder.environments import ToolEnvironment
+from builder.files import write_text
 from builder.workspace.schema import SERVER_BY_URL
 
 LABEL_STUDIO = ToolEnvironment("label-studio")
@@ -95,10 +99,8 @@ def migrated_template(log=print) -> Path:
         return template
     log("preparing Label Studio's database (about 30 s, once per install)")
     building = Path(tempfile.mkdtemp(prefix="migrating-", dir=venv_dir()))
-    env = {**os.environ, "LABEL_STUDIO_BASE_DATA_DIR": str(building), "COLLECT_ANALYTICS": "false",
-           "LATEST_VERSION_CHECK": "false", "SENTRY_DSN": "", "FRONTEND_SENTRY_DSN": ""}
-    for var in ("LABEL_STUDIO_USERNAME", "LABEL_STUDIO_PASSWORD", "LABEL_STUDIO_USER_TOKEN", "LABEL_STUDIO_API_KEY"):
-        env.pop(var, None)
+    env = child_env(LABEL_STUDIO_BASE_DATA_DIR=str(building), COLLECT_ANALYTICS="false", LATEST_VERSION_CHECK="false",
+                    SENTRY_DSN="", FRONTEND_SENTRY_DSN="")
     manage = next((venv_dir() / "lib").glob("python*/site-packages/label_studio/manage.py"))
     try:
         subprocess.run([str(venv_dir() / "bin" / "python"), str(manage), "migrate"], env=env, check=True,
@@ -148,7 +150,7 @@ def external_identity(url: str, token: str) -> str:
     from label_studio_sdk import LabelStudio
     from label_studio_sdk.core.api_error import ApiError
 
-    ls = LabelStudio(base_url=url, api_key=token)
+    ls = LabelStudio(base_url=url, api_key=token, httpx_client=http_client(url))
     org, created = None, {}
     try:
         org = ls.users.whoami().active_organization
@@ -159,19 +161,35 @@ def external_identity(url: str, token: str) -> str:
     return f"org:{org}@{created[org].isoformat()}" if org in created else f"{SERVER_BY_URL}{url}"
 
 
+def lost(url: str, exc: Exception) -> str:
+    """What to say when Label Studio at `url` does not answer: that server, and what to do."""
+    return (f"Label Studio at {url} did not answer ({type(exc).__name__}: {exc}): if it stopped or crashed, start it "
+            "again (`builder review serve`; a team's server, its admin) and run the command again, which skips what "
+            "the server already holds")
+
+
+def http_client(url: str):
+    """The HTTP client the Label Studio SDK is given: its connection errors name the server and say what to do.
+    They keep their httpx types, so the SDK still retries them as it does."""
+    import httpx
+
+    class Named(httpx.HTTPTransport):
+        def handle_request(self, request: httpx.Request) -> httpx.Response:
+            try:
+                return super().handle_request(request)
+            except httpx.TransportError as exc:
+                raise type(exc)(lost(url, exc), request=request) from exc
+
+    return httpx.Client(timeout=60, follow_redirects=True, transport=Named())
+
+
 def _write_secret(path: Path, value: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as fh:
-        fh.write(value)
-    os.chmod(path, 0o600)
+    write_text(path, value, mode=0o600)
 
 
-def _secret(path: Path, env: str | None) -> str:
-    if env and os.environ.get(env):
-        value = os.environ[env]
-        _write_secret(path, value)
-        return value
+def _secret(path: Path) -> str:
+    """This workspace's own secret kept in `path`, made the first time."""
     if path.is_file():
         return path.read_text().strip()
     value = secrets.token_hex(20)
@@ -223,23 +241,21 @@ def serve(
         shutil.copytree(migrated_template(log=log), data, dirs_exist_ok=True, ignore=shutil.ignore_patterns(".env"))
         _write_secret(data / ".env", f"SECRET_KEY={secrets.token_urlsafe(50)}\n")  # never shared between workspaces
     server = server_identity(data)
-    token = _secret(sdir / "token", "LABEL_STUDIO_API_KEY")
-    password = _secret(sdir / "password", None)
+    token = _secret(sdir / "token")  # never LABEL_STUDIO_API_KEY: that is the key of a team's server (`connect`)
+    password = _secret(sdir / "password")
     port = port or _free_port(host)
-    env = {
-        **os.environ,
-        "LABEL_STUDIO_BASE_DATA_DIR": str(data),
-        "LABEL_STUDIO_USERNAME": ADMIN_USER,
-        "LABEL_STUDIO_PASSWORD": password,
-        "LABEL_STUDIO_USER_TOKEN": token,
-        "LABEL_STUDIO_ENABLE_LEGACY_API_TOKEN": "true",
-        "LABEL_STUDIO_DISABLE_SIGNUP_WITHOUT_LINK": "true",
-        "COLLECT_ANALYTICS": "false",
-        "LATEST_VERSION_CHECK": "false",
-        "SENTRY_DSN": "",
-        "FRONTEND_SENTRY_DSN": "",
-    }
-    env.pop("LABEL_STUDIO_API_KEY", None)
+    env = child_env(
+        LABEL_STUDIO_BASE_DATA_DIR=str(data),
+        LABEL_STUDIO_USERNAME=ADMIN_USER,
+        LABEL_STUDIO_PASSWORD=password,
+        LABEL_STUDIO_USER_TOKEN=token,
+        LABEL_STUDIO_ENABLE_LEGACY_API_TOKEN="true",
+        LABEL_STUDIO_DISABLE_SIGNUP_WITHOUT_LINK="true",
+        COLLECT_ANALYTICS="false",
+        LATEST_VERSION_CHECK="false",
+        SENTRY_DSN="",
+        FRONTEND_SENTRY_DSN="",
+    )
     logfile = (sdir / "server.log").open("ab")
     proc = subprocess.Popen(
         [str(exe), "start", "--no-browser", "--internal-host", host, "--port", str(port), "--data-dir", str(data)],
@@ -251,9 +267,7 @@ def serve(
         if proc.poll() is not None:
             raise ServerError(f"Label Studio exited with code {proc.returncode}; see {sdir / 'server.log'}")
         if _healthy(url):
-            record, tmp = sdir / "server.json", sdir / "server.json.tmp"
-            tmp.write_text(json.dumps({"url": url, "pid": proc.pid, "data_dir": str(data)}))
-            tmp.replace(record)
+            write_text(sdir / "server.json", json.dumps({"url": url, "pid": proc.pid, "data_dir": str(data)}))
             return Connection(url, token, server)
         time.sleep(0.3)
     _kill(proc.pid)

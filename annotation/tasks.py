@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from sqlalchemy import select
@@ -40,3 +41,22 @@ def parse_annotation(ann: dict) -> dict:
             text = value["text"]
             fields[r["from_name"]] = "\n".join(text if isinstance(text, list) else [text]).strip()
     return fields
+
+
+def one_task_per_item(tasks: Iterable[dict]) -> Iterator[tuple[dict, dict]]:
+    """(task, annotation) for each annotation of a project's export, as if each item had one task: the annotations on
+    copies of an item's task (two pushes at once, before pushes were locked) are the oldest copy's, and of one curator's
+    annotations on the copies only the latest counts, as when a curator revises an annotation."""
+    copies: dict[Any, list[dict]] = {}
+    for task in sorted(tasks, key=lambda task: task["id"]):
+        data = task.get("data") or {}  # a task superseded by a new revision keeps its own annotations
+        copies.setdefault(task["id"] if "superseded_by" in data else data.get("item_key", task["id"]), []).append(task)
+    for first, *others in copies.values():
+        anns = [ann for task in (first, *others) for ann in task.get("annotations") or []]
+        if others:
+            latest = {}
+            for ann in sorted(anns, key=lambda ann: ann.get("updated_at") or ann["created_at"]):
+                latest[ann.get("completed_by")] = ann
+            anns = list(latest.values())
+        for ann in anns:
+            yield first, ann

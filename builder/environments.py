@@ -25,6 +25,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from builder.child_env import INSTALLER, child_env
+from builder.files import write_text
 from builder.paths import requirements_dir
 
 PROJECT = "project"  # requirements/project.in: the project and its extras, installed into .venv
@@ -53,7 +55,7 @@ def read_lock(path: Path) -> list[str]:
 def freeze(python: Path) -> list[str]:
     """What an environment holds, as `pip freeze` writes it (the project itself left out)."""
     done = subprocess.run([str(python), "-m", "pip", "freeze", "--exclude", PROJECT_DIST],
-                          capture_output=True, text=True, check=True)
+                          capture_output=True, text=True, check=True, env=child_env(also=INSTALLER))
     return [ln.strip() for ln in done.stdout.splitlines() if ln.strip() and not ln.startswith("#")]
 
 
@@ -110,7 +112,7 @@ class ToolEnvironment:
                 if venv.is_relative_to(cache_root()):
                     shutil.rmtree(venv, ignore_errors=True)
                 _install(venv, self.lock)
-                (venv / INSTALLED).write_text(self.lock.read_text(encoding="utf-8"), encoding="utf-8")
+                write_text(venv / INSTALLED, self.lock.read_text(encoding="utf-8"))
         return venv
 
 
@@ -120,8 +122,9 @@ def tools() -> list[ToolEnvironment]:
 
 
 def _install(venv: Path, lock: Path) -> None:
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-    subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-qq", "-r", str(lock)], check=True)
+    env = child_env(also=INSTALLER)
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, env=env)
+    subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-qq", "-r", str(lock)], check=True, env=env)
     check(venv / "bin" / "python", lock)
 
 
@@ -143,9 +146,7 @@ def make_lock(name: str, log=print) -> Path:
     notes = [ln for ln in source.read_text(encoding="utf-8").splitlines() if ln.startswith("#")]
     made = (f"# Made by `make lock` from requirements/{source.name} in a fresh venv (Python "
             f"{sys.version.split()[0]}, {sys.platform}); do not edit: change the .in file and run `make lock`.")
-    partial = lock.with_suffix(".lock.partial")
-    partial.write_text("\n".join([made, *notes, *pins]) + "\n", encoding="utf-8")
-    partial.replace(lock)
+    write_text(lock, "\n".join([made, *notes, *pins]) + "\n")
     return lock
 
 

@@ -3,7 +3,12 @@
 One request per concept-property (a positive concept with its negatives): the acceptable sentence
 is written once and shared by every negative. Each pair must pass the integrity check; failing pairs
 are re-asked with the reason (the client's re-ask loop), then stored flagged for review, with the
-reason, and flagged in `flags`. English comes straight from the COMPS fields.
+reason, and flagged in `flags`. English comes straight from the COMPS fields, with any language generated.
+
+A later run writes again the pairs whose words were verified (again) after their sentences were
+written, and asks its flagged pairs again with the reason (`builder.flags.Retries`), unless a curator
+has taken them up, until they wait for a person. Rewriting rejected pairs (`regenerate`) keeps them
+rejected when the LLM fails, so the next `review repropose --stage sentences` asks them again.
 """
 
 from __future__ import annotations
@@ -16,15 +21,16 @@ from dataclasses import dataclass, field
 from pydantic import BaseModel
 from sqlalchemy import select
 
-from builder.flags import clear_flags, record_flags
+from builder.flags import Retries, clear_flags, record_given_up, retries
 from builder.integrity import Located, Realisation, check_pair, locate
-from builder.languages import SOURCE_LANGUAGE
+from builder.languages import SOURCE_LANGUAGE, registry
 from builder.llm.client import LLMClient, Request
 from builder.llm.items import Rejected
 from builder.prompts import load
 from builder.records import Language, SentencePair
+from builder.reviews import opinions
 from builder.runner import Progress
-from builder.selection import Scope, verified
+from builder.selection import Scope, stale_pairs, verified
 from builder.workspace import schema as t
 from builder.workspace.store import Workspace, now, upsert_replace
 
@@ -44,6 +50,29 @@ class GenerateSummary:
     blocked: dict[str, int] = field(default_factory=dict)  # pairs whose words are not verified yet
 
 
+@dataclass(frozen=True)
+class Rewrites:
+    """The pairs of one language, already written, that `generate` writes again."""
+
+    stale: frozenset[str]  # a word of theirs was verified after their sentences were written
+    flagged: Retries  # the stage's flagged pairs that no curator has taken up
+
+    def asks(self, pair_id: str) -> bool:
+        return pair_id in self.stale or (pair_id in self.flagged.flags and self.flagged.asks(pair_id))
+
+
+def rewrites(ws: Workspace, lang: str, *, reask_flagged: bool = False) -> Rewrites:
+    """What `generate` writes again in `lang`: stale pairs, and flagged pairs on whose sentences no curator has
+    an opinion yet (those are the curators' to fix or reject), until they wait for a person."""
+    flagged = retries(ws, "generate", lang, everything=reask_flagged)
+    if flagged.flags:
+        curators, adjudicators = opinions(ws, lang, "sentences")
+        flagged = Retries({p: f for p, f in flagged.flags.items() if p not in curators and p not in adjudicators},
+                          reask_flagged)
+    stale = frozenset(pid for pid, _, _ in stale_pairs(ws, [lang])) if lang != SOURCE_LANGUAGE else frozenset()
+    return Rewrites(stale, flagged)
+
+
 def english_sentence(prefix: str, phrase: str) -> tuple[str, tuple[int, int], tuple[int, int]]:
     prefix = prefix.strip()
     text = prefix[:1].upper() + prefix[1:] + " " + phrase.strip()
@@ -58,15 +87,21 @@ async def generate(
     *,
     scope: Scope = Scope(),
     progress: Progress | None = None,
+    reask_flagged: bool = False,
 ) -> GenerateSummary:
+    """Write the pairs in scope not written yet, and those `rewrites` names, from verified words."""
     summary = GenerateSummary()
+    if languages and SOURCE_LANGUAGE not in {lang.code for lang in languages}:
+        # English comes with every language: the curator reviews each pair beside its English (straight from COMPS).
+        languages = [registry(ws)[SOURCE_LANGUAGE], *languages]
     pairs = scope.pairs(ws)
     concepts = {r["id"]: r for r in ws.rows(select(t.concepts))}
     props = {r["id"]: r for r in ws.rows(select(t.properties))}
     jobs = []
     for lang in languages:
         done = {r["pair_id"] for r in ws.rows(select(t.sentence_pairs.c.pair_id).where(t.sentence_pairs.c.lang == lang.code))}
-        todo = [p for p in pairs if p["id"] not in done]
+        again = rewrites(ws, lang.code, reask_flagged=reask_flagged)
+        todo = [p for p in pairs if p["id"] not in done or again.asks(p["id"])]
         summary.generated[lang.code] = summary.flagged[lang.code] = summary.blocked[lang.code] = 0
         if lang.code == SOURCE_LANGUAGE:
             _store_english(ws, todo, props)
@@ -84,20 +119,38 @@ async def generate(
         if progress:
             progress(lang.code, 0, counter["total"])
         for gid in sorted(groups):
-            jobs.append(_run_group(ws, client, lang, groups[gid], words, concepts, props, summary, counter, progress))
+            jobs.append(_in_parts(ws, client, lang, groups[gid], words, concepts, props, summary, counter, progress,
+                                  again.flagged))
     await asyncio.gather(*jobs)
     return summary
 
 
+async def _in_parts(ws, client: LLMClient, lang, group, words, concepts, props, summary, counter, progress,
+                    flagged: Retries) -> None:
+    """A group's pairs at most `client.items_per_request` concepts to a request (at least a pair): the first part
+    writes the acceptable sentence, which the later ones keep. A part left to a dry run or a batch ends it: the rest
+    waits for the acceptable sentence."""
+    while group:
+        negatives = max(1, client.items_per_request - 1)
+        part, group = group[:negatives], group[negatives:]
+        if not await _run_group(ws, client, lang, part, words, concepts, props, summary, counter, progress, flagged=flagged):
+            return
+
+
 async def regenerate(
-    ws: Workspace, client: LLMClient, lang: Language, rejected: dict[str, str], *, progress: Progress | None = None
+    ws: Workspace, client: LLMClient, lang: Language, rejected: dict[str, str], *, progress: Progress | None = None,
+    reask_flagged: bool = False,
 ) -> GenerateSummary:
     """Write rejected pairs again, with the rejected sentences and the curators' comments in the prompt.
 
-    The new sentences replace the old ones only once they pass the integrity check, so an
-    interrupted run leaves the rejected pairs rejected and the next run picks them up again.
+    The new sentences replace the old ones only once they pass the integrity check, so an interrupted
+    run, or one whose rewrite fails, leaves the rejected pairs rejected: a failed pair is flagged (stage
+    `regenerate`) and the next run asks it again with the reason, until it waits for a person (or, with
+    `reask_flagged`, even then).
     """
+    flagged = retries(ws, "regenerate", lang.code, everything=reask_flagged)
     summary = GenerateSummary(generated={lang.code: 0}, flagged={lang.code: 0}, blocked={lang.code: 0})
+    rejected = {pid: comment for pid, comment in rejected.items() if flagged.asks(pid)}
     pairs = {r["id"]: r for r in ws.rows(select(t.pairs).where(t.pairs.c.id.in_(list(rejected))))}
     current = {r["pair_id"]: r for r in ws.rows(select(t.sentence_pairs).where(
         t.sentence_pairs.c.lang == lang.code, t.sentence_pairs.c.pair_id.in_(list(rejected))))}
@@ -113,17 +166,19 @@ async def regenerate(
         lines = "".join(f'- "{current[p["id"]]["acceptable"]}" / "{current[p["id"]]["unacceptable"]}": '
                         f'{rejected[p["id"]] or "no comment"}\n' for p in groups[gid])
         feedback = f"A curator rejected these sentences; write new ones that answer the comments:\n{lines}"
-        jobs.append(_run_group(ws, client, lang, groups[gid], words, concepts, props, summary, counter, progress, feedback))
+        jobs.append(_run_group(ws, client, lang, groups[gid], words, concepts, props, summary, counter, progress, feedback,
+                               flagged=flagged))
     await asyncio.gather(*jobs)
     return summary
 
 
-def _shared_acceptable(ws: Workspace, group_id: str, lang: str) -> dict | None:
-    """The acceptable sentence already written for this concept-property, if any."""
+def _shared_acceptable(ws: Workspace, group_id: str, lang: str, rewritten: list[str]) -> dict | None:
+    """The acceptable sentence already written for this concept-property, if any, on a pair not being `rewritten`."""
     rows = ws.rows(
         select(t.sentence_pairs.c.acceptable, t.sentence_pairs.c.spans, t.sentence_pairs.c.acceptable_form)
         .join(t.pairs, t.pairs.c.id == t.sentence_pairs.c.pair_id)
-        .where(t.pairs.c.group_id == group_id, t.sentence_pairs.c.lang == lang, t.sentence_pairs.c.status == "generated")
+        .where(t.pairs.c.group_id == group_id, t.sentence_pairs.c.lang == lang, t.sentence_pairs.c.status == "generated",
+               t.sentence_pairs.c.pair_id.not_in(rewritten))
         .limit(1)
     )
     return rows[0] if rows else None
@@ -158,9 +213,11 @@ REWRITE = ("Rewrite them so that each contains its verified word and all sentenc
 
 
 async def _run_group(ws, client: LLMClient, lang, group, words, concepts, props, summary, counter, progress,
-                     feedback: str = "") -> None:
+                     feedback: str = "", *, flagged: Retries) -> bool:
+    """Write a group's pairs (one request and its re-asks); False when the request was deferred (dry run, batch). With
+    `feedback` (a rewrite of rejected pairs), a failed pair is flagged and left as it was."""
     acc_id = group[0]["acceptable_id"]
-    fixed = None if feedback else _shared_acceptable(ws, group[0]["group_id"], lang.code)
+    fixed = None if feedback else _shared_acceptable(ws, group[0]["group_id"], lang.code, [p["id"] for p in group])
     pending = {p["unacceptable_id"]: p for p in group}
     located: dict[str, Located] = {}  # the latest sentence that locates its concept, also for pairs flagged in the end
     if fixed:
@@ -199,20 +256,28 @@ async def _run_group(ws, client: LLMClient, lang, group, words, concepts, props,
 
     req = request_for(lang, group, words, concepts, props, fixed, feedback)
     wanted = ([] if fixed else [acc_id]) + list(pending)
+    earlier = flagged.earlier(p["id"] for p in group)
     outcome = await client.ask_items(req, SentenceBatch, wanted, store, check=check, instruction=REWRITE,
-                                     context_ids=[acc_id] if fixed else [])
+                                     context_ids=[acc_id] if fixed else [],
+                                     earlier={p["unacceptable_id"]: earlier[p["id"]] for p in group if p["id"] in earlier})
     if outcome.deferred:
-        return
+        return False
+    client.note_outcome(outcome)
     # Out of re-asks: keep what we have, flagged for a curator, with the reason (the acceptable sentence's, when it failed).
     left = [p for cid, p in pending.items() if cid in outcome.flags]
     why = outcome.reasons
     reasons = {p["unacceptable_id"]: f"acceptable sentence: {why[acc_id]}" if acc_id in why else why[p["unacceptable_id"]]
                for p in left}
-    _store(ws, lang.code, left, located, acc_id, outcome.last_call_id, "flagged", reasons)
+    if feedback:
+        with ws.transaction() as conn:
+            record_given_up(conn, "regenerate", lang.code, {p["id"]: reasons[p["unacceptable_id"]] for p in left})
+    else:
+        _store(ws, lang.code, left, located, acc_id, outcome.last_call_id, "flagged", reasons)
     summary.flagged[lang.code] += len(left)
     counter["done"] += len(left)
     if progress and left:
         progress(lang.code, counter["done"], counter["total"])
+    return True
 
 
 def _store(ws, lang, pairs, located: dict[str, Located], acc_id, call_id, status, reasons: dict[str, str]) -> None:
@@ -237,9 +302,9 @@ def _store(ws, lang, pairs, located: dict[str, Located], acc_id, call_id, status
         ))
     with ws.transaction() as conn:
         upsert_replace(conn, t.sentence_pairs, [{**r.model_dump(mode="json"), "created_at": ts} for r in records])
-        record_flags(conn, "generate", lang, {p["id"]: reasons[p["unacceptable_id"]] for p in pairs if status == "flagged"})
+        record_given_up(conn, "generate", lang, {p["id"]: reasons[p["unacceptable_id"]] for p in pairs if status == "flagged"})
         if status == "generated":
-            clear_flags(conn, "generate", lang, [p["id"] for p in pairs])
+            clear_flags(conn, ("generate", "regenerate"), lang, [p["id"] for p in pairs])
 
 
 def _store_english(ws: Workspace, pairs: list[dict], props: dict) -> None:

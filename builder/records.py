@@ -13,6 +13,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
+from builder.inputs import NAME_CHARS, text_problem, visible
+
 NegativeType = Literal["taxonomic", "overlap", "co-occurrence", "random"]
 NEGATIVE_TYPES: tuple[str, ...] = ("taxonomic", "overlap", "co-occurrence", "random")
 ItemKind = Literal["concept", "property"]
@@ -22,8 +24,9 @@ PROMPT_VARIANTS: tuple[str, ...] = ("paper", "corrected")
 
 
 def normalise(text: str) -> str:
-    """Canonical form of English source text used for ids: NFC, trimmed, single spaces, lower case."""
-    return " ".join(unicodedata.normalize("NFC", text).split()).casefold()
+    """Canonical form of English source text used for ids: NFC, invisible characters dropped (`inputs.visible`),
+    trimmed, single spaces, lower case."""
+    return " ".join(visible(unicodedata.normalize("NFC", text)).split()).casefold()
 
 
 def _digest(*parts: str) -> str:
@@ -66,6 +69,16 @@ class Language(Record):
     corrected_meta_prompt: str | None = None
     generation_notes: str = ""
     builtin: bool = True
+
+    @field_validator("name", "native_name", "family", "meta_prompt", "corrected_meta_prompt", "generation_notes")
+    @classmethod
+    def _text(cls, v: str | None, info: ValidationInfo) -> str | None:
+        """No control characters, and a sane length (`builder.inputs`): a declaration is stored and released."""
+        short = info.field_name in ("name", "native_name", "family")
+        problem = None if v is None else text_problem(v, limit=NAME_CHARS if short else None)
+        if problem:
+            raise ValueError(problem)
+        return v
 
     @field_validator("meta_prompt", "corrected_meta_prompt")
     @classmethod

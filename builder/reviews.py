@@ -43,7 +43,7 @@ from builder.records import Record, VerifiedWord
 from builder.selection import verified
 from builder.textdiff import edit_distance
 from builder.workspace import schema as t
-from builder.workspace.store import Workspace, collector_paused, now
+from builder.workspace.store import Workspace, collector_paused, now, upsert_replace
 
 __all__ = [
     "ADJUDICATION", "JUDGE_DECISIONS", "REVIEW_STAGES", "SENTENCE_DECISIONS", "TRANSLATION_DECISIONS",
@@ -74,6 +74,7 @@ _PAYLOAD = {"translation": "translation", "sentences": "sentences", "inflections
 _TEXTUAL = {"translation": ("accept", "corrected"), "sentences": ("accept", "fix"), "inflections": ("accept", "fix"),
             "judge": ()}
 _VERIFYING = _TEXTUAL["translation"]  # translation decisions that make a verified word
+_WORD_STAGES = ("translate", "repropose")  # the LLM stages whose flags a verified word settles
 
 
 def base_stage(stage: str) -> str:
@@ -232,11 +233,10 @@ def review_project(ws: Workspace, stage: str, lang: str, server: str) -> ReviewP
 
 
 def remember_project(ws: Workspace, project: ReviewProject) -> None:
-    """The project now serving (stage, lang); it replaces the one remembered before."""
-    p = t.review_projects
+    """The project now serving (stage, lang); it replaces the one remembered before (one upsert: two pushes to
+    different servers may remember theirs at once)."""
     with ws.transaction() as c:
-        c.execute(t.review_projects.delete().where(p.c.stage == project.stage, p.c.lang == project.lang))
-        c.execute(t.review_projects.insert().values(**project.model_dump()))
+        upsert_replace(c, t.review_projects, [project.model_dump()])
 
 
 class RecordedByUrl(Record):
@@ -297,6 +297,8 @@ def _write_review(c: Connection, values: dict, review_id: int | None = None) -> 
 
 
 def _write_word(c: Connection, word: VerifiedWord, at: datetime, *, replace: bool) -> None:
+    """Write a verified word; the LLM stages' flags on its item are settled by it."""
+    clear_flags(c, _WORD_STAGES, word.lang, [word.item_id])
     if replace:
         c.execute(t.verified_words.update().where(t.verified_words.c.item_id == word.item_id, t.verified_words.c.lang == word.lang)
                   .values(**word.model_dump(), verified_at=at))
@@ -345,6 +347,8 @@ def record_seed_words(ws: Workspace, c: Connection, words: Iterable[VerifiedWord
         if w.origin not in ("source", "seed"):
             raise ValueError(f"{w.lang} {w.item_id}: a seed word's origin is source or seed, not {w.origin!r}")
         rows.append({**w.model_dump(), "verified_at": at})
+    for lang in {r["lang"] for r in rows}:  # an expert wrote the word the LLM could not: its flags are settled
+        clear_flags(c, _WORD_STAGES, lang, [r["item_id"] for r in rows if r["lang"] == lang])
     return ws.upsert_ignore(c, t.verified_words, rows)
 
 
@@ -492,12 +496,14 @@ def _decide_translations(ws: Workspace, lang: str, decided: dict[str, tuple[dict
 
 
 def rejected_items(ws: Workspace, lang: str) -> dict[str, dict]:
-    """Items whose latest proposal its curators (or its adjudicator) rejected or marked ambiguous: item id ->
-    review and proposal. An item whose curators disagree waits for its adjudicator instead."""
+    """Items whose latest proposal its curators (or its adjudicator) rejected or marked ambiguous, and that no one has
+    verified since (an expert's seed word, say): item id -> review and proposal. An item whose curators disagree waits
+    for its adjudicator instead."""
     latest = latest_proposals(ws, lang)
+    done = verified(ws, lang)
     settled = _settle("translation", *opinions(ws, lang, "translation"))
     by_proposal = {latest[item]["id"]: item for item, (a, _) in settled.items()
-                   if a["decision"] in ("reject", "ambiguous") and item in latest}
+                   if a["decision"] in ("reject", "ambiguous") and item in latest and item not in done}
     out = {}
     for r in ws.rows(select(t.reviews).where(t.reviews.c.channel == "label-studio",
                                              t.reviews.c.decision.in_(("reject", "ambiguous")))):

@@ -38,7 +38,8 @@ def run_stage(
     console = console or Console(stderr=True)
 
     async def main() -> StageRun:
-        client = LLMClient(LLMCache.of_workspace(ws), settings)
+        client = LLMClient(LLMCache.of_workspace(ws), settings,
+                           say=lambda message: console.print(message, style="yellow", markup=False, highlight=False))
         try:
             collected = await client.collect_batches() if settings.batch else {}
             with progress(console, disable=settings.dry_run) as show:
@@ -50,3 +51,21 @@ def run_stage(
             await client.aclose()
 
     return asyncio.run(main())
+
+
+def with_model(ws: Workspace, settings: LLMSettings) -> LLMSettings:
+    """The settings with their model named (`LLMClient.named_model`), for a caller that shows or stores it
+    before any request goes out (the demo's header, an evaluation's results)."""
+    if settings.model is not None:
+        return settings
+
+    async def main() -> LLMSettings:
+        client = LLMClient(LLMCache.of_workspace(ws), settings)
+        try:
+            await client.named_model()
+            return client.settings
+        finally:
+            await client.aclose()
+
+    return asyncio.run(main())
+

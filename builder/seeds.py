@@ -1,7 +1,9 @@
 """Seed importers: COMPS-format pairs, concept categories and expert seed translations.
 
 Files are parsed and validated completely before anything is written; every problem is reported
-with file, line and field, and a file with any problem writes nothing. A COMPS `similarity` is checked
+with file, line and field, and a file with any problem writes nothing. Every field's text is checked
+(`builder.inputs`: control characters, length; invisible characters in names), and an English name
+that looks like another (`inputs.look`: ﬁ and fi, a zero-width space) but would be another id is reported. A COMPS `similarity` is checked
 but not kept: `pairs.similarity` holds the embedding model's value, which the pair audits compute
 (`builder.audits.similarity`) and record here, in the one module that writes `pairs`.
 """
@@ -18,6 +20,7 @@ from typing import Any
 from sqlalchemy import select
 
 from builder import languages as langs_mod
+from builder.inputs import look, text_problem
 from builder.records import (
     NEGATIVE_TYPES,
     Concept,
@@ -72,6 +75,7 @@ class ImportPlan:
     categories: dict[str, tuple[str, str]] = field(default_factory=dict)  # concept id -> (category, where)
     seeds: list[dict] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    names: list[tuple[str, str, str, str]] = field(default_factory=list)  # (kind, English, id, where) of every name given
 
 
 @dataclass
@@ -109,19 +113,27 @@ def _read_rows(path: Path, problems: list[str]) -> list[Row]:
             except json.JSONDecodeError as exc:
                 problems.append(f"{path}:{n}: invalid JSON: {exc.msg} (column {exc.colno})")
                 continue
+            except (ValueError, RecursionError) as exc:  # a number of more than 4,300 digits, nesting too deep
+                problems.append(f"{path}:{n}: unreadable JSON ({type(exc).__name__}: {str(exc)[:100]})")
+                continue
             if not isinstance(obj, dict):
                 problems.append(f"{path}:{n}: expected a JSON object")
                 continue
             rows.append(Row(path, n, obj))
     elif path.suffix.lower() in (".csv", ".tsv"):
         reader = csv.DictReader(io.StringIO(text), delimiter="\t" if path.suffix.lower() == ".tsv" else ",")
-        for rec in reader:
+        try:
+            records = [(rec, reader.line_num) for rec in reader]
+        except csv.Error as exc:  # a field beyond csv's limit of 131,072 characters
+            problems.append(f"{path}:{reader.line_num + 1}: unreadable {path.suffix[1:].upper()} ({exc})")
+            return []
+        for rec, line_num in records:
             if rec is None or not any((v or "").strip() for v in rec.values() if isinstance(v, str)):
                 continue
             if None in rec:
-                problems.append(f"{path}:{reader.line_num}: more values than header fields")
+                problems.append(f"{path}:{line_num}: more values than header fields")
                 continue
-            rows.append(Row(path, reader.line_num, {k.strip(): (v.strip() if v else v) for k, v in rec.items()}))
+            rows.append(Row(path, line_num, {k.strip(): (v.strip() if v else v) for k, v in rec.items()}))
     else:
         problems.append(f"{path}: unsupported file type (expected .jsonl, .csv or .tsv)")
     return rows
@@ -140,7 +152,9 @@ def _kind_of(rows: list[Row]) -> str | None:
     return None
 
 
-def _text(row: Row, fld: str, problems: list[str], required: bool = True) -> str | None:
+def _text(row: Row, fld: str, problems: list[str], required: bool = True, *, name: bool = False) -> str | None:
+    """The field's text, spaces folded; None (and a problem) when missing, not text, or refused (`inputs.text_problem`).
+    A `name` is a word or a few (a concept, a property, a code, a translator), the others sentences."""
     val = row.data.get(fld)
     if val is None or (isinstance(val, str) and not val.strip()):
         if required:
@@ -149,15 +163,22 @@ def _text(row: Row, fld: str, problems: list[str], required: bool = True) -> str
     if not isinstance(val, str):
         problems.append(f"{row.where(fld)}: expected text, got {type(val).__name__}")
         return None
+    problem = text_problem(val, name=name)
+    if problem:
+        problems.append(f"{row.where(fld)}: {problem}")
+        return None
     return " ".join(val.split())
 
 
 # -- planning ----------------------------------------------------------------------------------------
 
 
+COMPS_NAMES = ("property", "acceptable_concept", "unacceptable_concept", "negative_sample_type")
+
+
 def _plan_comps(rows: list[Row], plan: ImportPlan, source: str) -> None:
     for row in rows:
-        vals = {f: _text(row, f, plan.problems) for f in COMPS_FIELDS}
+        vals = {f: _text(row, f, plan.problems, name=f in COMPS_NAMES) for f in COMPS_FIELDS}
         neg = vals["negative_sample_type"]
         if neg is not None and neg not in NEGATIVE_TYPES:
             plan.problems.append(
@@ -182,6 +203,9 @@ def _plan_comps(rows: list[Row], plan: ImportPlan, source: str) -> None:
                 f"{row.where()}: duplicate pair id {pid} ({prop!r}, {acc!r} vs {unacc!r}) first seen at {first}"
             )
             continue
+        plan.names += [("concept", acc, concept_id(acc), row.where("acceptable_concept")),
+                       ("concept", unacc, concept_id(unacc), row.where("unacceptable_concept")),
+                       ("property", prop, property_id(prop), row.where("property"))]
         for name in (acc, unacc):
             plan.concepts.setdefault(concept_id(name), {**Concept(id=concept_id(name), english=name).model_dump(), "source": source})
         plan.properties.setdefault(
@@ -198,11 +222,12 @@ def _plan_comps(rows: list[Row], plan: ImportPlan, source: str) -> None:
 
 def _plan_concepts(rows: list[Row], plan: ImportPlan) -> None:
     for row in rows:
-        name = _text(row, "concept", plan.problems)
-        cat = _text(row, "category", plan.problems)
+        name = _text(row, "concept", plan.problems, name=True)
+        cat = _text(row, "category", plan.problems, name=True)
         if name is None or cat is None:
             continue
         cid = concept_id(name)
+        plan.names.append(("concept", name, cid, row.where("concept")))
         if cid in plan.categories and plan.categories[cid][0] != cat:
             plan.problems.append(
                 f"{row.where('category')}: concept {name!r} already has category "
@@ -223,12 +248,15 @@ def _plan_seeds(rows: list[Row], plan: ImportPlan, known_langs: dict, existing: 
     by_id = {i: k for k, m in ids.items() for i in m.values()}
     seen: dict[tuple[str, str, str], str] = {}
     for row in rows:
-        lang = _text(row, "language", plan.problems)
+        known_problems = len(plan.problems)
+        lang = _text(row, "language", plan.problems, name=True)
         text = _text(row, "text", plan.problems)
-        translator = _text(row, "translator", plan.problems)
-        kind = _text(row, "kind", plan.problems, required=False)
-        item = _text(row, "item_id", plan.problems, required=False)
-        english = _text(row, "english", plan.problems, required=False)
+        translator = _text(row, "translator", plan.problems, name=True)
+        kind = _text(row, "kind", plan.problems, required=False, name=True)
+        item = _text(row, "item_id", plan.problems, required=False, name=True)
+        english = _text(row, "english", plan.problems, required=False, name=True)
+        if len(plan.problems) > known_problems:
+            continue
         if lang is not None and lang not in known_langs:
             plan.problems.append(
                 f"{row.where('language')}: unknown language code '{lang}'; known: {', '.join(sorted(known_langs))}"
@@ -305,6 +333,7 @@ def import_seeds(ws: Workspace, *paths: Path | str) -> ImportSummary:
     known = langs_mod.registry(ws)
     for _, rows in parsed["seed"]:
         _plan_seeds(rows, plan, known, existing)
+    _check_lookalikes(ws, plan)
     _check_conflicts(ws, plan)
     if plan.problems:
         raise SeedImportError(plan.problems)
@@ -316,6 +345,24 @@ def record_similarities(ws: Workspace, values: dict[str, float]) -> None:
     with ws.transaction() as conn:
         for pid, value in values.items():
             conn.execute(t.pairs.update().where(t.pairs.c.id == pid).values(similarity=value))
+
+
+def _check_lookalikes(ws: Workspace, plan: ImportPlan) -> None:
+    """An English name that looks like another one (here or in the workspace) but would be another id is reported:
+    the curator decides whether they are one concept (write them alike) or two (tell them apart)."""
+    seen: dict[tuple[str, str], dict[str, tuple[str, str]]] = {}  # (kind, look) -> id -> (English, where) first given
+    for table, kind in ((t.concepts, "concept"), (t.properties, "property")):
+        for r in ws.rows(select(table.c.id, table.c.english)):
+            seen.setdefault((kind, look(r["english"])), {})[r["id"]] = (r["english"], "in the workspace")
+    for kind, english, item, where in plan.names:
+        seen.setdefault((kind, look(english)), {}).setdefault(item, (english, where))
+    reported = set()
+    for kind, english, item, where in plan.names:
+        first, (other, other_where) = next(iter(seen[(kind, look(english))].items()))
+        if item != first and item not in reported:
+            reported.add(item)
+            plan.problems.append(f"{where}: {english!r} looks the same as {other!r} ({other_where}) but would be another "
+                                 f"{kind}: write them alike if they are one {kind}, or tell them apart")
 
 
 def _check_conflicts(ws: Workspace, plan: ImportPlan) -> None:

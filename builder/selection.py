@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from collections import defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 
+from builder.inputs import InputError, checked
 from builder.records import normalise
 from builder.workspace import schema as t
 from builder.workspace.store import Workspace
@@ -22,11 +25,18 @@ class Scope:
         if not spec:
             return cls()
         path = Path(spec)
-        names = (
-            [ln.strip() for ln in path.read_text(encoding="utf-8").splitlines() if ln.strip()]
-            if path.is_file()
-            else [s.strip() for s in spec.split(",") if s.strip()]
-        )
+        try:
+            listed = path.is_file()
+        except (OSError, ValueError):  # a name too long for a file, or holding a NUL: a list, to be checked as such
+            listed = False
+        if listed:
+            try:
+                lines = enumerate(path.read_text(encoding="utf-8").splitlines(), start=1)
+            except UnicodeDecodeError as exc:
+                raise InputError(f"{path}: not valid UTF-8 (byte {exc.start}): {exc.reason}") from exc
+            names = [checked(ln.strip(), f"{path}:{n}", name=True) for n, ln in lines if ln.strip()]
+        else:
+            names = [checked(s.strip(), "--properties", name=True) for s in spec.split(",") if s.strip()]
         known = {normalise(r["english"]): r["id"] for r in ws.rows(select(t.properties.c.id, t.properties.c.english))}
         missing = [n for n in names if normalise(n) not in known]
         if missing:
@@ -64,4 +74,35 @@ def seeds(ws: Workspace, langs: tuple[str, ...]) -> dict[tuple[str, str], str]:
     stmt = select(t.seed_translations).where(t.seed_translations.c.lang.in_(langs)).order_by(t.seed_translations.c.id)
     for r in ws.rows(stmt):
         out.setdefault((r["item_id"], r["lang"]), r["text"])
+    return out
+
+
+def stale_pairs(ws: Workspace, langs: list[str], pairs: Mapping[str, tuple] | None = None) -> set[tuple[str, str, str]]:
+    """(pair id, lang, item) where the item's verified word changed after the pair's sentences were written:
+    what a release holds back and `generate` writes again. `pairs`: pair id -> (property, acceptable,
+    unacceptable, …) [default: every pair's].
+
+    Only words verified after a language's first sentence can be stale, so the per-sentence comparison
+    runs for those few words' pairs instead of joining every sentence with its three words."""
+    sp, vw = t.sentence_pairs, t.verified_words
+    first = (select(sp.c.lang, func.min(sp.c.created_at).label("first")).where(sp.c.lang.in_(langs))
+             .group_by(sp.c.lang).subquery())
+    late = ws.rows(select(vw.c.item_id, vw.c.lang, vw.c.verified_at).join(first, first.c.lang == vw.c.lang)
+                   .where(vw.c.verified_at > first.c.first))
+    if not late:
+        return set()
+    if pairs is None:
+        pairs = {r["id"]: (r["property_id"], r["acceptable_id"], r["unacceptable_id"]) for r in ws.rows(
+            select(t.pairs.c.id, t.pairs.c.property_id, t.pairs.c.acceptable_id, t.pairs.c.unacceptable_id))}
+    uses: dict[str, list[str]] = defaultdict(list)
+    for pid, (prop, acc, unacc, *_) in pairs.items():
+        for item in {prop, acc, unacc}:
+            uses[item].append(pid)
+    out = set()
+    for w in late:
+        ids = uses.get(w["item_id"], [])
+        for chunk in (ids[i:i + 500] for i in range(0, len(ids), 500)):
+            for r in ws.rows(select(sp.c.pair_id).where(sp.c.lang == w["lang"], sp.c.pair_id.in_(chunk),
+                                                        sp.c.created_at < w["verified_at"])):
+                out.add((r["pair_id"], w["lang"], w["item_id"]))
     return out

@@ -3,7 +3,8 @@
 Items go several to a request, with the English source, the German and Chinese seeds and the
 category as context. The client's re-ask loop validates replies item by item; good items are stored
 at once with their call's lineage, only the bad or missing ones are asked again, a bounded number of
-times, and the ones given up on are flagged with the reason.
+times, and the ones given up on are flagged with the reason. A later run asks them again, with the
+reason (`builder.flags.Retries`), until they wait for a person.
 """
 
 from __future__ import annotations
@@ -15,9 +16,10 @@ from dataclasses import dataclass, field
 from pydantic import BaseModel, Field, field_validator
 from sqlalchemy import select
 
-from builder.flags import clear_flags, record_flags
+from builder.flags import Retries, clear_flags, record_given_up, retries
 from builder.languages import SEED_LANGUAGES, SOURCE_LANGUAGE
 from builder.llm.client import LLMClient, Request, prompt_hash
+from builder.llm.items import ItemsOutcome
 from builder.prompts import load
 from builder.records import Language, Proposal
 from builder.runner import Progress
@@ -51,10 +53,6 @@ class TranslateSummary:
     flagged: dict[str, int] = field(default_factory=dict)
 
 
-def _chunks(items: list[dict], size: int) -> list[list[dict]]:
-    return [items[i : i + size] for i in range(0, len(items), size)]
-
-
 def request_for(lang: Language, chunk: list[dict], seed_text: dict) -> Request:
     prompt = load("translate")
     payload = [
@@ -80,9 +78,11 @@ async def translate(
     languages: list[Language],
     *,
     scope: Scope = Scope(),
-    items_per_request: int = 10,
     progress: Progress | None = None,
+    reask_flagged: bool = False,
 ) -> TranslateSummary:
+    """Propose a translation of every item in scope not verified or proposed yet, `client.items_per_request` at a time;
+    flagged items are asked again with their reason, until they wait for a person (or, with `reask_flagged`, even then)."""
     summary = TranslateSummary()
     items = scope.items(ws)
     seed_text = seeds(ws, SEED_LANGUAGES)
@@ -95,34 +95,43 @@ async def translate(
         # the very same requests and finds their replies in the cache.
         todo = [it for it in items if done.get(it["id"], {}).get("origin") not in ("source", "seed")]
         proposed = _proposed_ids(ws, lang.code)
-        pending = [it for it in todo if it["id"] not in proposed and it["id"] not in done]
+        flagged = retries(ws, "translate", lang.code, everything=reask_flagged)
+        pending = [it for it in todo if it["id"] not in proposed and it["id"] not in done and flagged.asks(it["id"])]
         summary.proposed[lang.code] = 0
         summary.flagged[lang.code] = 0
-        counter = {"done": 0, "total": len(pending)}
+        counter = {"done": 0, "total": len(pending), "flagged": set()}  # flagged: ids flagged so far in this run
         if progress:
             progress(lang.code, 0, len(pending))
-        for chunk in _chunks(todo, items_per_request):
-            want = [it for it in chunk if it["id"] not in proposed and it["id"] not in done]
-            if want:
-                jobs.append(_run_chunk(ws, client, lang, want, seed_text, summary, counter, progress))
+        asked = {it["id"] for it in pending}
+
+        async def ask(chunk, lang=lang, asked=asked, counter=counter, flagged=flagged) -> ItemsOutcome | None:
+            want = [it for it in chunk if it["id"] in asked]
+            return await _run_chunk(ws, client, lang, want, seed_text, summary, counter, progress, flagged) if want else None
+
+        jobs.append(client.in_chunks(todo, ask, item_id=lambda it: it["id"]))
     await asyncio.gather(*jobs)
     return summary
 
 
-async def _run_chunk(ws, client: LLMClient, lang, chunk, seed_text, summary, counter, progress) -> None:
+async def _run_chunk(ws, client: LLMClient, lang, chunk, seed_text, summary, counter, progress, flagged: Retries) -> ItemsOutcome:
     targets = {it["id"]: (it["kind"], 1) for it in chunk}
 
     def store(good: dict[str, TranslationItem], call_id: str) -> None:
         stored = _store(ws, lang.code, "translate", targets, good, call_id)
         summary.proposed[lang.code] += stored
+        summary.flagged[lang.code] -= len(counter["flagged"] & good.keys())  # dropped, then asked in a smaller chunk
+        counter["flagged"] -= good.keys()
         counter["done"] += stored
         if progress:
             progress(lang.code, counter["done"], counter["total"])
 
-    outcome = await client.ask_items(request_for(lang, chunk, seed_text), TranslationBatch, targets, store)
+    outcome = await client.ask_items(request_for(lang, chunk, seed_text), TranslationBatch, targets, store,
+                                     earlier=flagged.earlier(targets))
     with ws.transaction() as conn:
-        record_flags(conn, "translate", lang.code, outcome.reasons)
-    summary.flagged[lang.code] += len(outcome.flags)
+        record_given_up(conn, "translate", lang.code, outcome.reasons)
+    summary.flagged[lang.code] += len(outcome.flags.keys() - counter["flagged"])
+    counter["flagged"] |= outcome.flags.keys()
+    return outcome
 
 
 def _proposed_ids(ws: Workspace, lang: str) -> set[str]:
@@ -149,8 +158,14 @@ def _store(ws: Workspace, lang: str, stage: str, targets: dict[str, tuple[str, i
     return stored
 
 
-async def repropose(ws: Workspace, client: LLMClient, lang: Language, rejected: dict[str, dict]) -> int:
-    """Ask again for items a curator rejected, with the comment; store each answer as the next revision."""
+async def repropose(ws: Workspace, client: LLMClient, lang: Language, rejected: dict[str, dict], *,
+                    reask_flagged: bool = False) -> int:
+    """Ask again for items a curator rejected, with the comment; store each answer as the next revision.
+
+    An item the LLM could not answer stays rejected and flagged; later runs ask it again with the reason
+    (`builder.flags.Retries`) until it waits for a person (or, with `reask_flagged`, even then)."""
+    flagged = retries(ws, "repropose", lang.code, everything=reask_flagged)
+    rejected = {i: r for i, r in rejected.items() if flagged.asks(i)}
     items = {it["id"]: it for it in Scope().items(ws) if it["id"] in rejected}
     seed_text = seeds(ws, SEED_LANGUAGES)
     prompt = load("translate")
@@ -169,11 +184,15 @@ async def repropose(ws: Workspace, client: LLMClient, lang: Language, rejected: 
         nonlocal stored
         stored += _store(ws, lang.code, "repropose", targets, good, call_id)
 
-    for chunk in _chunks(payload, 10):
+    async def ask(chunk: list[dict]) -> ItemsOutcome:
         req = Request((("system", prompt.system.format(**fields)),
                        ("user", follow.user.format(items_json=json.dumps(chunk, ensure_ascii=False, indent=1), **fields))),
                       "translations", "repropose", lang.code, prompt_hash(prompt.hash, follow.hash))
-        outcome = await client.ask_items(req, TranslationBatch, [it["id"] for it in chunk], store)
+        ids = [it["id"] for it in chunk]
+        outcome = await client.ask_items(req, TranslationBatch, ids, store, earlier=flagged.earlier(ids))
         with ws.transaction() as conn:
-            record_flags(conn, "repropose", lang.code, outcome.reasons)
+            record_given_up(conn, "repropose", lang.code, outcome.reasons)
+        return outcome
+
+    await client.in_chunks(payload, ask, item_id=lambda it: it["id"])
     return stored

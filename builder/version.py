@@ -6,6 +6,7 @@ import subprocess
 from pathlib import Path
 
 from builder import __version__
+from builder.child_env import child_env
 
 CHECKOUT = Path(__file__).resolve().parent.parent
 
@@ -14,7 +15,8 @@ def code_version(checkout: Path = CHECKOUT) -> str:
     """The package version; from a git checkout also its commit as a local version label
     (`0.1.0+g<sha12>`), and `.dirty` when tracked files have local edits (`0.1.0+g<sha12>.dirty`)."""
     def git(*args: str) -> str:
-        return subprocess.run(["git", "-C", str(checkout), *args], capture_output=True, text=True, check=True).stdout.strip()
+        return subprocess.run(["git", "-C", str(checkout), *args], capture_output=True, text=True, check=True,
+                              env=child_env()).stdout.strip()
 
     try:
         if Path(git("rev-parse", "--show-toplevel")).resolve() != checkout.resolve():

@@ -31,6 +31,7 @@ import numpy as np
 import openai
 
 from builder.llm.config import LLMSettings
+from builder.llm.endpoint import Credentials, credentials, key_refused
 from evaluate.scoring import ProgressFn, ScoringSetup, TokenScores
 
 # Texts whose continuation a model is sure of, tried in turn until one's likely next tokens include one that is text
@@ -77,9 +78,12 @@ class EndpointScorer:
         self.bos = bos or ""
         self.sent = 0
 
+    @cached_property
+    def credentials(self) -> Credentials:
+        return credentials(self.settings.base_url, self.settings.api_key.get_secret_value() if self.settings.api_key else None)
+
     def _client(self) -> openai.AsyncOpenAI:
-        key = self.settings.api_key.get_secret_value() if self.settings.api_key else "not-needed"
-        return openai.AsyncOpenAI(base_url=self.settings.base_url, api_key=key, timeout=self.settings.timeout_s,
+        return openai.AsyncOpenAI(**self.credentials.sdk_options(), timeout=self.settings.timeout_s,
                                   max_retries=self.settings.max_retries)
 
     async def _complete(self, client: openai.AsyncOpenAI, prompt: str, *, echo: bool, logprobs: int = 1):
@@ -88,13 +92,15 @@ class EndpointScorer:
                                                echo=echo, logprobs=logprobs)
 
     def _where(self) -> str:
-        return f"{self.settings.base_url} (model {self.settings.model})"
+        return f"{self.settings.endpoint} (model {self.settings.model})"
 
     @cached_property
     def setup(self) -> ScoringSetup:
         """Probed once: prompt log-probabilities present, with offsets, and aligned with their tokens."""
         try:
             return asyncio.run(self._probe())
+        except (openai.AuthenticationError, openai.PermissionDeniedError) as exc:
+            raise EndpointScoringError(key_refused(self.settings.endpoint, exc.status_code, self.credentials)) from exc
         except openai.APIStatusError as exc:
             raise EndpointScoringError(
                 f"{self._where()}: /v1/completions answered {exc.status_code} ({_message(exc)}); scoring needs the "

@@ -6,8 +6,9 @@ test with the same template_id, drawn from a seed per test so a re-run draws the
 a single test has no exemplar and is left out of one-shot. Decoding is greedy with at most 20 new
 tokens; the reply is its first non-empty line (a base model goes on with the next "Context:"), and
 `builder.m2c.answers.validate` judges it: correct, a morphological error (another form of the
-gold lexeme) or a miss. Reported per language and per template: accuracy and the share of tests
-answered with a morphological error.
+gold lexeme) or a miss. Reported per language, per test type and language (the paper's Table 4: a
+template's id is its test type, e.g. `in-question`, `position`) and per template: accuracy and the share
+of tests answered with a morphological error.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import pandas as pd
 import yaml
 
 from builder.m2c.answers import validate
+from builder.m2c.template_files import template_type
 from builder.paths import data_dir
 from evaluate.methods import ALL, ITEM_COLUMNS, Context, MethodOutput, Score, register
 from evaluate.reporting import Page, table
@@ -69,22 +71,37 @@ def first_line(reply: str) -> str:
 
 
 def summarise(rows: pd.DataFrame) -> tuple[list[Score], pd.DataFrame]:
-    """Accuracy and morphological-error share per variant x language (scores) and per template (table)."""
+    """Accuracy and morphological-error share per variant x language (scores) and per template, with its
+    test type (table)."""
     scores = []
     for (variant, lang), grp in rows.groupby(["variant", "lang"]):
         for metric, col in (("accuracy", "correct"), ("morph_error_share", "morphological_error")):
             scores.append(Score(method="m2c", variant=variant, lang=lang, negative_type=ALL, metric=metric,
                                 value=float(grp[col].mean()), n=len(grp)))
-    templates = (rows.groupby(["variant", "lang", "capability", "template_id"], as_index=False)
+    templates = (rows.assign(test_type=rows["template_id"].map(template_type))
+                 .groupby(["variant", "lang", "capability", "test_type", "template_id"], as_index=False)
                  .agg(n=("test_id", "size"), accuracy=("correct", "mean"), morph_error_share=("morphological_error", "mean")))
     return scores, templates
 
 
+def by_test_type(t: pd.DataFrame, variant: str) -> pd.DataFrame:
+    """Accuracy per test type (rows) and language (columns), with the mean over languages: the paper's Table 4."""
+    t = t[t["variant"] == variant]
+    grid = (t.assign(correct=t["accuracy"] * t["n"]).groupby(["capability", "test_type", "lang"])[["correct", "n"]].sum()
+            .eval("correct / n").unstack("lang"))
+    grid["avg"] = grid.mean(axis=1)
+    return grid.astype(object).where(grid.notna(), "–").reset_index()  # – : no test of the type in the language
+
+
 def section(t: pd.DataFrame) -> list[str]:
-    """Accuracy and morphological errors per template and per language, from the `m2c_templates` table."""
+    """Accuracy and morphological errors per test type and language, per template and per language, from the
+    `m2c_templates` table."""
     lines = ["## M2C question answering", "",
-             "Accuracy per template and language (zero-shot and one-shot, greedy, at most 20 new tokens) and the share of "
-             "tests answered with another form of the gold lexeme (morphological errors).", ""]
+             "Accuracy per test type and language (zero-shot and one-shot, greedy, at most 20 new tokens), per template, "
+             "and the share of tests answered with another form of the gold lexeme (morphological errors).", ""]
+    for variant in sorted(set(t["variant"]), reverse=True):  # zero_shot first
+        lines += [f"### Per test type and language ({variant.replace('_', '-')}, as the paper's Table 4)", "",
+                  table(by_test_type(t, variant)), ""]
     grid = t.pivot_table(index=["lang", "capability", "template_id"], columns="variant",
                          values=["n", "accuracy", "morph_error_share"])
     grid.columns = [f"{metric} ({variant})" for metric, variant in grid.columns]

@@ -5,7 +5,8 @@ Device, dtype and batch size are chosen automatically from what the machine offe
 of its capabilities, so the GPU choice is testable anywhere) and can be overridden. On a CPU the
 model's linear layers run through oneDNN (`evaluate.onednn`). Results must name exactly which
 weights were scored: a Hub model records its commit, a local one the sha256 of its weight files, a
-GGUF file also its own sha256 (it is converted once, `evaluate.gguf`).
+GGUF file also its own sha256 (it is converted once, `evaluate.gguf`). Weight files are checked against
+their headers first (`evaluate.model_files`): a truncated one is named, with the likely cause.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from pydantic import BaseModel, ConfigDict
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenizerBase
 
 from builder.default_model import gguf_path
-from evaluate import gguf, onednn
+from evaluate import gguf, model_files, onednn
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 DTYPE_ALIASES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16", "half": "float16"}
@@ -154,10 +155,12 @@ def load_model(name_or_path: str | Path | None = None, *, device: str | None = N
     source_file = gguf.gguf_file(Path(name_or_path).expanduser())
     conversion = {}
     if source_file is not None:
+        model_files.check_file(source_file)
         converted_dir, conversion = gguf.converted(source_file, log=log)
         folder, source, commit = converted_dir, "local", None
     else:
         folder, source, commit = _resolve(str(name_or_path), revision)
+    model_files.check_folder(folder)
     dev = choose_device(device, caps)
     dt = choose_dtype(dtype, dev, caps)
     transformers.utils.logging.disable_progress_bar()

@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
 from collections import Counter
 from collections.abc import Mapping
@@ -49,6 +48,7 @@ import torch
 from sklearn.model_selection import GroupKFold
 from threadpoolctl import threadpool_limits
 
+from builder.files import write_text
 from evaluate.methods import ALL, ITEM_COLUMNS, Context, EvalOptions, MethodOutput, Score, item_frame, register
 from evaluate.models import LoadedModel, random_control
 from evaluate.reporting import EXCLUDED_FROM_TYPOLOGY, Page, joined, plt, table
@@ -151,10 +151,8 @@ def extract_hidden(models: Mapping[str, LoadedModel], scorer: Scorer, texts: lis
     ordered = [texts[i] for i in order]
     for tag, fingerprint in todo.items():
         marker = directory / tag / "store.json"
-        tmp = marker.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"fingerprint": fingerprint, "n_layers": n_layers, "hidden": hidden, "pooling": pooling,
-                                   "texts": ordered}, ensure_ascii=False))
-        os.replace(tmp, marker)
+        write_text(marker, json.dumps({"fingerprint": fingerprint, "n_layers": n_layers, "hidden": hidden, "pooling": pooling,
+                                       "texts": ordered}, ensure_ascii=False))
         stores[tag] = HiddenStore(directory / tag, ordered, n_layers, hidden)
     return {tag: stores[tag] for tag in models}
 

@@ -21,6 +21,7 @@ from pathlib import Path
 import pandas as pd
 from pydantic import BaseModel
 
+from builder.child_env import child_env
 from builder.environments import ToolEnvironment
 
 REFERENCE = ToolEnvironment("reference-scorers")  # requirements/reference-scorers.lock: lm-eval, minicons
@@ -46,8 +47,8 @@ def run_references(tools: list[str], *, model: Path, bos_token: str, bos_id: int
     with tempfile.TemporaryDirectory() as tmp:
         req, out = Path(tmp) / "request.json", Path(tmp) / "out.json"
         req.write_text(json.dumps(request, ensure_ascii=False), encoding="utf-8")
-        env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
-               "HF_DATASETS_CACHE": str(Path(tmp) / "datasets")}
+        env = child_env(HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", TOKENIZERS_PARALLELISM="false",
+                        HF_DATASETS_CACHE=str(Path(tmp) / "datasets"))
         # -P: the script's folder (this package, whose module names such as `gguf` shadow real ones) is not on sys.path
         done = subprocess.run([str(python), "-P", str(SCRIPT), str(req), str(out)], env=env, capture_output=True,
                               text=True)

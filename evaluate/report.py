@@ -21,12 +21,13 @@ import numpy as np
 import pandas as pd
 from markdown_it import MarkdownIt
 
+from builder.files import write_text
 from builder.records import NEGATIVE_TYPES
 from evaluate.comparison import comparison_section
 from evaluate.methods import ALL
 from evaluate.methods import registry as method_registry
 from evaluate.reporting import EXCLUDED_FROM_TYPOLOGY, Page, joined, plt, table, text
-from evaluate.results import Results, read_results
+from evaluate.results import Results, read_results, results_lock
 
 
 @dataclass
@@ -118,27 +119,28 @@ def fig4_typology(head: pd.DataFrame, page: Page) -> None:
 def build_report(directory: Path, compare: Path | None = None) -> Report:
     """The report of a results folder; with `compare`, another results folder shown beside it (`evaluate.comparison`)."""
     directory = Path(directory)
-    results = read_results(directory)
-    page = Page(results, directory / "plots")
-    page.plots.mkdir(exist_ok=True)
-    head = headline(results)
-    fig2_heatmaps(head, page)
-    fig3_correlations(head, page)
-    fig4_typology(head, page)
-    sections = [line for name, method in method_registry().items() if name in results.config.methods
-                for line in getattr(method, "report", lambda _: [])(page)]
-    if compare is not None:
-        other = read_results(compare)
-        sections += comparison_section(results.config, head, other.config, headline(other), str(compare))
-    md = _markdown(page, head, sections)
-    (directory / "report.md").write_text(md, encoding="utf-8")
-    body = MarkdownIt("commonmark", {"html": False}).enable("table").render(md)  # raw HTML in the Markdown stays text
-    html = ("<!doctype html><html><head><meta charset='utf-8'><title>Evaluation report</title><style>"
-            "body{font-family:sans-serif;max-width:72em;margin:2em auto}table{border-collapse:collapse}"
-            "td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}img{max-width:100%}</style></head><body>"
-            f"{body}</body></html>")
-    (directory / "report.html").write_text(html, encoding="utf-8")
-    return Report(directory / "report.md", directory / "report.html", page.drawn, page.omitted)
+    with results_lock(directory):  # one run at a time writes the report, from one run's whole results
+        results = read_results(directory)
+        page = Page(results, directory / "plots")
+        page.plots.mkdir(exist_ok=True)
+        head = headline(results)
+        fig2_heatmaps(head, page)
+        fig3_correlations(head, page)
+        fig4_typology(head, page)
+        sections = [line for name, method in method_registry().items() if name in results.config.methods
+                    for line in getattr(method, "report", lambda _: [])(page)]
+        if compare is not None:
+            other = read_results(compare)
+            sections += comparison_section(results.config, head, other.config, headline(other), str(compare))
+        md = _markdown(page, head, sections)
+        write_text(directory / "report.md", md)
+        body = MarkdownIt("commonmark", {"html": False}).enable("table").render(md)  # raw HTML in the Markdown stays text
+        html = ("<!doctype html><html><head><meta charset='utf-8'><title>Evaluation report</title><style>"
+                "body{font-family:sans-serif;max-width:72em;margin:2em auto}table{border-collapse:collapse}"
+                "td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}img{max-width:100%}</style></head><body>"
+                f"{body}</body></html>")
+        write_text(directory / "report.html", html)
+        return Report(directory / "report.md", directory / "report.html", page.drawn, page.omitted)
 
 
 def _languages(page: Page) -> list[str]:

@@ -18,6 +18,7 @@ from pathlib import Path
 import matplotlib
 import pandas as pd
 
+from builder.files import atomic_write
 from builder.records import Language
 from evaluate.results import Results
 
@@ -87,9 +88,9 @@ class Page:
 
     def save(self, fig, data: pd.DataFrame, name: str) -> None:
         fig.tight_layout()
-        fig.savefig(self.plots / f"{name}.png", dpi=110)
+        atomic_write(self.plots / f"{name}.png", lambda tmp: fig.savefig(tmp, dpi=110, format="png"))
         plt.close(fig)
-        data.to_csv(self.plots / f"{name}.csv", index=False)
+        atomic_write(self.plots / f"{name}.csv", lambda tmp: data.to_csv(tmp, index=False))
         self.drawn[name] = int(data["value"].notna().sum()) if "value" in data else len(data)
         self.figures.append(name)
 

@@ -3,20 +3,23 @@
 DIR/results.parquet   one row per item x method x variant
 DIR/<table>.parquet   method tables (probes.parquet: F1 per language x negative type x model x layer)
 DIR/summary.json      {"config": RunConfig, "scores": [Score, ...]}
-Each file is written to a temporary name and renamed, so a reader never sees half a file.
+Each file is written to a temporary name of its own and renamed (`builder.files`), so a reader never sees half a
+file and two runs writing one folder never collide.
 """
 
 from __future__ import annotations
 
 import json
-import os
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
 import pandas as pd
+from filelock import FileLock
 from pydantic import BaseModel, ConfigDict
 
+from builder.files import atomic_write, write_text
 from builder.records import Language
 from evaluate.methods import ITEM_COLUMNS, EvalOptions, Score
 from evaluate.models import ModelInfo
@@ -24,6 +27,7 @@ from evaluate.scoring import ScoringSetup
 
 SUMMARY = "summary.json"
 ITEMS = "results.parquet"
+LOCK = ".results.lock"
 
 
 class DatasetInfo(BaseModel):
@@ -62,18 +66,12 @@ def now() -> datetime:
     return datetime.now(timezone.utc)
 
 
-def _atomic(path: Path, write) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    write(tmp)
-    os.replace(tmp, path)
-
-
 def write_parquet(path: Path, df: pd.DataFrame) -> None:
-    _atomic(path, lambda p: df.to_parquet(p, index=False))
+    atomic_write(path, lambda p: df.to_parquet(p, index=False))
 
 
 def write_json(path: Path, data) -> None:
-    _atomic(path, lambda p: p.write_text(json.dumps(data, ensure_ascii=False, indent=1), encoding="utf-8"))
+    write_text(path, json.dumps(data, ensure_ascii=False, indent=1))
 
 
 @dataclass
@@ -87,14 +85,22 @@ class Results:
         return pd.DataFrame([s.model_dump() for s in self.scores], columns=list(Score.model_fields))
 
 
+def results_lock(directory: Path) -> AbstractContextManager:
+    """Held while a run writes a folder's results or its report: of two runs sharing the folder, each writes a whole
+    set of files (tables, items, summary; report and figures), one after the other, never a mix of both."""
+    directory = Path(directory)
+    return FileLock(directory / LOCK) if directory.is_dir() else nullcontext()  # nothing there to read or to write into
+
+
 def write_results(directory: Path, results: Results) -> None:
     directory.mkdir(parents=True, exist_ok=True)
-    for name, table in results.tables.items():
-        write_parquet(directory / f"{name}.parquet", table)
-    write_parquet(directory / ITEMS, results.items)
-    write_json(directory / SUMMARY, {"config": results.config.model_dump(mode="json"),
-                                     "scores": [s.model_dump() for s in results.scores],
-                                     "tables": sorted(results.tables)})
+    with results_lock(directory):
+        for name, table in results.tables.items():
+            write_parquet(directory / f"{name}.parquet", table)
+        write_parquet(directory / ITEMS, results.items)
+        write_json(directory / SUMMARY, {"config": results.config.model_dump(mode="json"),
+                                         "scores": [s.model_dump() for s in results.scores],
+                                         "tables": sorted(results.tables)})
 
 
 def read_results(directory: Path) -> Results:

@@ -10,7 +10,9 @@ log-probabilities (`evaluate.endpoint_scoring`); neuro needs a local model's hid
 A method may require others (consistency reads direct's and meta's decisions); they run first.
 Each finished method is kept under DIR/parts/<method>/ with the configuration it ran under; a
 re-run with the same configuration reuses it, so an interrupted evaluation resumes where it stopped
-and never scores anything twice.
+and never scores anything twice. Runs may share a results folder (a cluster's jobs): a method is run
+under a lock of its own in the folder (the other runs wait for it, then reuse its part) with a scratch
+folder of its own (DIR/work/<method>), and the results and the report are each written by one run at a time.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from pathlib import Path
 
 import pandas as pd
 import torch
+from filelock import FileLock
 
 from builder.llm.config import LLMSettings
 from builder.version import code_version
@@ -47,6 +50,7 @@ def _load_part(folder: Path, config: RunConfig) -> MethodOutput | None:
 
 
 def _save_part(folder: Path, config: RunConfig, out: MethodOutput) -> None:
+    """Call under the method's lock (`_method_part`): `done.json`, written last, marks the part whole."""
     if folder.exists():
         shutil.rmtree(folder)
     folder.mkdir(parents=True)
@@ -87,6 +91,23 @@ def endpoint_bos(policy: str) -> str | None:
         raise ValueError(f"--bos {policy}: an endpoint's tokens are the server's; give auto (the server's own BOS) or "
                          "the token to write before every prompt (e.g. '<|im_start|>')")
     return policy
+
+
+def _method_part(method: Method, ctx: Context, pairs: pd.DataFrame, out_dir: Path, config: RunConfig) -> MethodOutput:
+    """The method's output: its part saved under this configuration, else run now (in a scratch folder of its own,
+    removed once the part is saved) and saved. Under the method's lock in the results folder, so that of two runs
+    sharing the folder one runs the method and the other waits, then reuses its part."""
+    folder = out_dir / "parts" / method.name
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(folder.parent / f".{method.name}.lock"):
+        out = _load_part(folder, config)
+        if out is None:
+            ctx.work_dir = out_dir / "work" / method.name
+            out = method.run(ctx, pairs)
+            _release_memory()
+            _save_part(folder, config, out)
+            shutil.rmtree(ctx.work_dir, ignore_errors=True)
+    return out
 
 
 def with_requirements(methods: list[Method], ctx: Context) -> list[Method]:
@@ -130,17 +151,15 @@ def run_evaluation(pairs: pd.DataFrame, dataset: DatasetInfo, loaded: LoadedMode
                        methods=[m.name for m in methods], langs=sorted(langs), code_version=code_version(), created_at=now())
     items, scores, tables = [], [], {}
     for method in methods:
-        folder = out_dir / "parts" / method.name
-        out = _load_part(folder, config)
-        if out is None:
-            out = method.run(ctx, pairs)
-            _release_memory()
-            _save_part(folder, config, out)
+        out = _method_part(method, ctx, pairs, out_dir, config)
         ctx.outputs[method.name] = out
         items.append(out.items)
         scores += out.scores
         tables.update(out.tables)
     results = Results(config, pd.concat(items, ignore_index=True), scores, tables)
     write_results(out_dir, results)
-    shutil.rmtree(ctx.work_dir, ignore_errors=True)
+    try:
+        (out_dir / "work").rmdir()
+    except OSError:  # not there, or another run's method is working in it
+        pass
     return results

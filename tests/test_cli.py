@@ -184,8 +184,32 @@ def test_dry_run_prints_requests_tokens_and_cost(tmp_path):
     ws_dir = str(tmp_path / "w")
     cli("init", ws_dir)
     cli("seeds", "import", str(sample_dir() / "seeds"), "-w", ws_dir)
-    res = cli("translate", "--lang", "fr,es", "--dry-run", "-w", ws_dir,
-              env={"OPENAI_API_KEY": "sk-x", "OPENAI_BASE_URL": "http://127.0.0.1:9/v1"})
+    res = cli("translate", "--lang", "fr,es", "--dry-run", "-w", ws_dir,  # no network here: nothing can be sent
+              env={"OPENAI_API_KEY": "sk-x", "OPENAI_BASE_URL": "https://api.openai.com/v1"})
     assert res.exit_code == 0, res.output
     assert "dry run: 40 request(s)" in res.output and "estimated cost $" in res.output
+    assert '"model": "gpt-4o-2024-08-06"' in res.output  # the hosted API's documented default
     assert "sk-x" not in res.output
+    local = cli("translate", "--lang", "fr,es", "--dry-run", "-w", ws_dir,  # nothing listens at port 9
+                env={"OPENAI_API_KEY": "sk-x", "OPENAI_BASE_URL": "http://127.0.0.1:9/v1", "BUILDER_LLM_MODEL": "smollm2"})
+    assert local.exit_code == 0, local.output
+    assert "dry run: 40 request(s)" in local.output and "estimated cost unknown" in local.output
+
+
+def test_tables_keep_every_column_whole_in_a_log_or_a_pipe(tmp_path):
+    """Off a terminal rich assumed 80 columns and cut `review status`'s seventeen headers to "s… l… p…"."""
+    ws_dir = str(tmp_path / "w")
+    cli("init", ws_dir)
+    cli("seeds", "import", str(sample_dir() / "seeds"), "-w", ws_dir)
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+    for args, headers in ((("review", "status"), ("stage", "pending", "corrected", "ambiguous", "false negative", "skipped",
+                                                  "disagree", "adjudicated", "text exact", "reviewers")),
+                          (("status",), ("translate: pending", "generate: pending", "LLM flags (--flags)"))):
+        piped = subprocess.run([sys.executable, "-m", "builder.cli", *args, "-w", ws_dir], stdin=subprocess.DEVNULL,
+                               capture_output=True, text=True, env=env, timeout=120)
+        assert piped.returncode == 0, piped.stderr
+        assert "…" not in piped.stdout
+        for header in headers:
+            assert header in piped.stdout, (header, piped.stdout)
+    rows = cli("status", "-w", ws_dir).output.splitlines()  # through the CLI runner too: a row is one line
+    assert any(line.startswith("│ hu ") and " 193 │" in line for line in rows), rows

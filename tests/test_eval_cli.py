@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -20,6 +25,7 @@ from evaluate.results import read_results
 from evaluate.run import run_evaluation
 
 runner = CliRunner()
+ROOT = Path(__file__).resolve().parents[1]
 FIGURES = ("fig2_heatmaps", "fig3_correlations", "fig4_typology", "fig5_layers", "fig6_peak_layer")
 
 GATES = """rules:
@@ -118,6 +124,56 @@ def test_rerun_resumes_from_finished_methods_without_scoring_again(evaluated, re
     assert json.loads((target / "summary.json").read_text())["config"]["scoring"]["bos_policy"] == "eos"
 
 
+def test_two_runs_into_one_results_folder_at_once_score_once_and_show_no_half_file(evaluated, release, toy_dir, tmp_path):
+    """Two `builder eval run` processes on one --out folder, started together (a cluster's jobs of one suite), while this
+    process reads every file they write: both finish; direct is scored once (its part written once, the other run
+    waits and reuses it); every read finds a whole file; the results hold each item once, as a run alone gives them."""
+    out = tmp_path / "shared"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}
+    cmd = [sys.executable, "-m", "builder.cli", "eval", "run", "--release", str(release), "--version", VERSION, "--model",
+           str(toy_dir), "--methods", "direct", "--batch-size", "16", "--out", str(out)]
+    runs = [subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for _ in range(2)]
+    readers = {".parquet": pd.read_parquet, ".json": lambda p: json.loads(p.read_text(encoding="utf-8")),
+               ".md": lambda p: p.read_text(encoding="utf-8").endswith("\n") or _torn(p),
+               ".html": lambda p: p.read_text(encoding="utf-8").endswith("</body></html>") or _torn(p),
+               ".png": lambda p: p.read_bytes().endswith(b"IEND\xaeB`\x82") or _torn(p),
+               ".csv": pd.read_csv}
+    failures, parts_written, reads = [], set(), 0
+    try:
+        while any(r.poll() is None for r in runs):
+            for path in [p for p in out.rglob("*") if p.suffix in readers and not p.name.startswith(".")]:
+                try:
+                    readers[path.suffix](path)
+                    reads += 1
+                except FileNotFoundError:  # replaced or removed between listing and reading
+                    pass
+                except Exception as exc:  # noqa: BLE001 - every torn read is reported by the assertion below
+                    failures.append(f"{path.relative_to(out)}: {exc}")
+            done = out / "parts" / "direct" / "done.json"
+            try:
+                parts_written.add(done.stat().st_ino)
+            except FileNotFoundError:
+                pass
+            time.sleep(0.05)
+        outputs = [r.communicate(timeout=600)[0] for r in runs]
+    finally:
+        for r in runs:
+            if r.poll() is None:
+                r.kill()
+    assert [r.returncode for r in runs] == [0, 0], outputs
+    assert not failures and reads > 0, failures[:5]
+    assert len(parts_written) == 1  # scored by one run; the other reused its part
+    alone = pd.read_parquet(evaluated[0] / "results.parquet")
+    alone = alone[alone["method"] == "direct"].reset_index(drop=True)
+    pd.testing.assert_frame_equal(pd.read_parquet(out / "results.parquet"), alone)
+    assert json.loads((out / "summary.json").read_text())["config"]["methods"] == ["direct"]
+    assert {p.name for p in out.iterdir() if p.name.startswith(".") and p.suffix == ".tmp"} == set()
+
+
+def _torn(path):
+    raise AssertionError(f"{path.name} read half-written")
+
+
 def test_gate_passes_unchanged_results_and_fails_a_planted_regression(results_copy, evaluated, tmp_path):
     previous, _ = evaluated
     gates = tmp_path / "gates.yaml"
@@ -125,6 +181,8 @@ def test_gate_passes_unchanged_results_and_fails_a_planted_regression(results_co
     ok = cli("eval", "gate", str(results_copy), "--previous", str(previous), "--gates", str(gates))
     assert ok.exit_code == 0, ok.output
     assert "gate passed" in ok.output
+    for whole in ("negative type", "regression", "max drop", "co-occurrence", "order_averaged"):  # no column cut to 80
+        assert whole in ok.output, whole
     summary = json.loads((results_copy / "summary.json").read_text())
     for s in summary["scores"]:
         if (s["method"], s["variant"], s["lang"], s["negative_type"]) == ("direct", "full", "ja", "all"):
@@ -202,3 +260,26 @@ def test_two_prompt_variants_are_shown_side_by_side_in_one_report(release, toy_d
         this, other = heads["corrected"][lang], heads["paper"][lang]
         assert f"| meta | {lang} | {this:.3f} | {other:.3f} | {this - other:.3f} |" in section
     assert heads["corrected"]["en"] == heads["paper"]["en"]  # English has one prompt: the variants ask the same
+
+
+def test_run_in_a_workspace_finds_its_latest_release_and_a_results_folder(release, toy_dir, tmp_path, monkeypatch):
+    """`eval run -w ws` needs neither --release nor --out: the workspace's store, its latest version, and
+    ws/eval/<version>/<model> (as the demo keeps its results under ws/eval/<version>)."""
+    import shutil
+
+    ws = tmp_path / "ws"
+    shutil.copytree(release, ws / "releases")
+    res = cli("eval", "run", "-w", str(ws), "--model", str(toy_dir), "--methods", "direct", "--batch-size", "16", "--no-report")
+    assert res.exit_code == 0, res.output
+    out = ws / "eval" / VERSION / toy_dir.name
+    assert f"results in {out}" in res.output
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["config"]["dataset"]["source"] == str(ws / "releases") and summary["config"]["dataset"]["version"] == VERSION
+    # BUILDER_WORKSPACE is the workspace as for every other command; a folder without releases says what to do.
+    monkeypatch.setenv("BUILDER_WORKSPACE", str(tmp_path / "empty"))
+    res = cli("eval", "run", "--model", str(toy_dir), "--methods", "direct")
+    assert res.exit_code == 1 and f"no releases in {tmp_path / 'empty' / 'releases'}" in res.output
+    assert "--release" in res.output and "builder publish" in res.output
+    # With --release, the results folder is the user's to name.
+    res = cli("eval", "run", "--release", str(release), "--model", str(toy_dir), "--methods", "direct")
+    assert res.exit_code == 1 and "--out" in res.output

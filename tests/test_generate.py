@@ -6,6 +6,7 @@ from collections import defaultdict
 from conftest import settings_for
 from sqlalchemy import select
 
+from builder.flags import RUNS, list_flags
 from builder.generate import generate, regenerate
 from builder.languages import registry
 from builder.llm.cache import LLMCache
@@ -88,10 +89,21 @@ def test_frame_errors_are_reasked_with_the_reason_then_flagged(sample_ws, server
     assert summary.flagged["de"] == len(flagged) > 0
     assert all("differ outside the concept span" in r["reason"] for r in flagged)
     assert summary.generated["de"] == len(rows) - len(flagged) > 0  # the good pairs of a group are kept
-    # A later run does not redo flagged or generated pairs.
+    # A later run asks the flagged pairs again, with the reason, and never redoes a generated pair; once RUNS runs have
+    # given up on a pair, it waits for a person and a run sends nothing more.
+    generated = {r["pair_id"]: r["created_at"] for r in rows if r["status"] == "generated"}
+    for run in range(2, RUNS + 1):
+        again = stage(ws, server, generate, ["de"], max_reasks=0)
+        assert (again.flagged["de"], again.generated["de"]) == (len(flagged), 0)
+        assert {f.attempts for f in list_flags(ws, stage="generate")} == {run}
+    assert {r["pair_id"]: r["created_at"] for r in sentences(ws, "de") if r["status"] == "generated"} == generated
+    firsts = [r["request"]["messages"][1]["content"] for r in ws.rows(select(t.llm_cache.c.request))]
+    assert sum("An earlier answer for these items could not be used" in m and "differ outside the concept span" in m
+               and f"(given up {RUNS - 1} time(s))" in m for m in firsts) == len(flagged)
     calls = server.stats.calls
-    stage(ws, server, generate, ["de"])
-    assert server.stats.calls == calls
+    last = stage(ws, server, generate, ["de"])
+    assert server.stats.calls == calls and (last.generated["de"], last.flagged["de"]) == (0, 0)
+    assert {f.attempts for f in list_flags(ws, stage="generate")} == {RUNS}
 
 
 def test_frame_errors_fixed_on_reask_are_generated(sample_ws, server):

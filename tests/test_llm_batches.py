@@ -27,10 +27,11 @@ IPR = 2  # items per request: several lines per batch
 def round_(ws, server, work=None, stage="translate"):
     """One `builder translate --batch` run: collect open batches, run the stage, submit what it deferred."""
     scope = Scope.parse(ws, PROPS)
-    work = work or (lambda c: translate(ws, c, [registry()["fr"]], scope=scope, items_per_request=IPR))
+    ipr = IPR if work is None else 10  # generation's groups whole: a part after the first waits for its acceptable
+    work = work or (lambda c: translate(ws, c, [registry()["fr"]], scope=scope))
 
     async def go():
-        client = LLMClient(LLMCache.of_workspace(ws), settings_for(server, batch=True))
+        client = LLMClient(LLMCache.of_workspace(ws), settings_for(server, batch=True, items_per_request=ipr))
         try:
             collected = await client.collect_batches()
             result = await work(client)

@@ -16,7 +16,6 @@ from builder.languages import registry
 from builder.llm.cache import LLMCache
 from builder.llm.client import LLMClient, LLMError
 from builder.llm.endpoint import redact_url
-from builder.llm.pricing import cost_usd
 from builder.translate import TranslationBatch, request_for
 from builder.workspace import schema as t
 from evaluate.backends import endpoint_info
@@ -78,9 +77,32 @@ def test_a_server_that_is_not_running_fails_at_once_naming_the_url(ws, server):
 def test_a_refused_key_is_named_and_never_echoed(ws, server):
     server.api_key = "the-right-key"
     message, client = failure(ws, server, api_key="sk-wrong-but-secret")
-    assert message == (f"the LLM endpoint {server.base_url} refused the API key (HTTP 401): set OPENAI_API_KEY to a key "
-                       "it accepts (a local server started without a key accepts any)")
+    assert message == (f"the LLM endpoint {server.base_url} refused the key in OPENAI_API_KEY (as a Bearer token) "
+                       "(HTTP 401): set OPENAI_API_KEY to a key it accepts (a local server started without a key accepts any)")
     assert client.stats.retries == 0
+
+
+def test_the_key_and_the_urls_user_and_password_each_go_where_meant(ws, server):
+    """The key as a Bearer token, the URL's user and password as Basic auth where no key is set; when both are
+    given the key wins and the refusal says the user and password were not sent. Neither secret is ever echoed."""
+    secret_url = server.base_url.replace("http://", "http://curator:s3cret%40pass@")
+    shown = server.base_url.replace("http://", "http://***@")
+    server.api_key = "sk-the-right-key"
+    reply, _ = ask(ws, server, base_url=secret_url, api_key="sk-the-right-key")  # was sent as Basic auth, and refused
+    assert reply.value is not None
+    server.basic_auth = ("curator", "s3cret@pass")
+    reply, _ = ask(ws, server, base_url=secret_url, api_key=None, model="other")
+    assert reply.value is not None
+    message, _ = failure(ws, server, base_url=secret_url, api_key="sk-the-right-key", model="third")
+    assert message == (f"the LLM endpoint {shown} refused the key in OPENAI_API_KEY (as a Bearer token) (HTTP 401): set "
+                       "OPENAI_API_KEY to a key it accepts (a local server started without a key accepts any); the user "
+                       "and password in OPENAI_BASE_URL were not sent, because a key is set and the key wins (unset "
+                       "OPENAI_API_KEY to send them as HTTP Basic auth)")
+    server.basic_auth = ("curator", "another")
+    message, _ = failure(ws, server, base_url=secret_url, api_key=None, model="fourth")
+    assert message == (f"the LLM endpoint {shown} refused the user and password in OPENAI_BASE_URL (as HTTP Basic auth) "
+                       "(HTTP 401): correct them in OPENAI_BASE_URL, or set OPENAI_API_KEY if the server wants a key (it "
+                       "is then sent instead)")
 
 
 def test_credentials_in_the_base_url_are_redacted_everywhere(ws, server, caplog):
@@ -101,12 +123,6 @@ def test_credentials_in_the_base_url_are_redacted_everywhere(ws, server, caplog)
     assert shown in message and "s3cret" not in message
 
 
-def test_dated_snapshots_are_priced_as_their_model():
-    assert cost_usd("gpt-4o-mini-2024-07-18", 1_000_000, 1_000_000) == cost_usd("gpt-4o-mini", 1_000_000, 1_000_000) == 0.75
-    assert cost_usd("gpt-4o-mini-2024-07-18", 1_000_000, 0, batch=True) == 0.075
-    assert cost_usd("a-local-model", 10, 10) is None
-
-
 def cli(ws, server, *args):
     env = {"OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": "k", "BUILDER_LLM_MODEL": "standin-translator"}
     res = CliRunner().invoke(app, [*args, "-w", str(ws.directory)], env=env, catch_exceptions=False)
@@ -114,20 +130,20 @@ def cli(ws, server, *args):
     return res.output
 
 
-def test_a_snapshot_is_costed_and_an_unknown_model_is_counted_as_unknown(sample_ws, server):
-    server.model = "gpt-4o-mini-2024-07-18"  # what the hosted API answers for gpt-4o-mini
-    done = cli(sample_ws, server, "translate", "--lang", "fr", "--properties", "can fly")
+def test_a_priced_model_is_costed_and_a_hosted_name_on_another_host_is_counted_as_unknown(sample_ws, server):
+    done = cli(sample_ws, server, "translate", "--lang", "fr", "--properties", "can fly")  # the stand-in's own price
     assert re.search(r"cost \$0\.0\d*[1-9]", done) and "unknown price" not in done
-    server.model = "SmolLM2-135M-Instruct.Q4_1.gguf"
+    server.model = "gpt-4o-mini-2024-07-18"  # a hosted snapshot's name, answered by a server on loopback
     done = cli(sample_ws, server, "translate", "--lang", "es", "--properties", "can fly")
-    assert "; 2 call(s) of 'SmolLM2-135M-Instruct.Q4_1.gguf' at an unknown price (not in data/prices.yaml)" in done
+    assert ("; 2 call(s) of 'gpt-4o-mini-2024-07-18' at an unknown price (none for it at this endpoint in "
+            "data/prices.yaml)") in done
     usage = json.loads(cli(sample_ws, server, "status", "--llm", "--json"))
     by_model = {c["model"]: c for c in usage["calls"]}
-    assert by_model["gpt-4o-mini-2024-07-18"]["unpriced"] == 0 and by_model["gpt-4o-mini-2024-07-18"]["cost_usd"] > 0
-    assert by_model["SmolLM2-135M-Instruct.Q4_1.gguf"] | {"cost_usd": None} == {
-        "stage": "translate", "model": "SmolLM2-135M-Instruct.Q4_1.gguf", "mode": "json_schema", "calls": 2,
-        "tokens_in": by_model["SmolLM2-135M-Instruct.Q4_1.gguf"]["tokens_in"],
-        "tokens_out": by_model["SmolLM2-135M-Instruct.Q4_1.gguf"]["tokens_out"], "cost_usd": None, "unpriced": 2}
+    assert by_model["standin-translator"]["unpriced"] == 0 and by_model["standin-translator"]["cost_usd"] > 0
+    assert by_model["gpt-4o-mini-2024-07-18"] | {"cost_usd": None} == {
+        "stage": "translate", "model": "gpt-4o-mini-2024-07-18", "mode": "json_schema", "calls": 2,
+        "tokens_in": by_model["gpt-4o-mini-2024-07-18"]["tokens_in"],
+        "tokens_out": by_model["gpt-4o-mini-2024-07-18"]["tokens_out"], "cost_usd": None, "unpriced": 2}
     assert [(e["endpoint"], e["mode"]) for e in usage["endpoints"]] == [(server.base_url, "json_schema")]
     assert "4 calls" in cli(sample_ws, server, "status") and "2 at an unknown price" in cli(sample_ws, server, "status")
 

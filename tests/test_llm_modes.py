@@ -8,6 +8,7 @@ server with 500. The client must settle the mode before any stage request goes o
 import asyncio
 import json
 import sqlite3
+import threading
 from collections import Counter
 
 import pytest
@@ -182,3 +183,34 @@ def test_an_older_workspace_and_cache_file_gain_the_new_columns(tmp_path, server
         assert list(ask_items(LLMClient(cache, settings_for(server)), [KETTLE])[1]) == [KETTLE["id"]]
     finally:
         cache.close()
+
+
+@pytest.mark.both_databases
+def test_workers_recording_a_new_endpoints_mode_at_once_all_succeed_and_one_row_stays(ws):
+    """Eight workers finish probing the same new endpoint at the same moment, 25 endpoints in turn: each records what it
+    found (with the refusals that go with it) and none fails; one whole row per endpoint stays, one worker's."""
+    workers, rounds = 8, 25
+    together = threading.Barrier(workers, timeout=60)
+    found = {"json_schema": {}, "json_object": {"json_schema": "400: no json_schema"},
+             "prompt": {"json_schema": "400: no json_schema", "json_object": "400: no json_object"}}
+    failures: list[BaseException] = []
+
+    def worker(n: int) -> None:
+        cache = LLMCache.of_workspace(ws)
+        mode = list(found)[n % len(found)]
+        for r in range(rounds):
+            together.wait()
+            try:
+                cache.record_mode(f"http://new-{r}.example/v1", "standin-translator", mode, found[mode])
+            except Exception as exc:  # noqa: BLE001 - every failure is reported by the assertion below
+                failures.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(n,)) for n in range(workers)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert not failures, failures[:3]
+    rows = LLMCache.of_workspace(ws).endpoints()
+    assert sorted(r["endpoint"] for r in rows) == sorted(f"http://new-{r}.example/v1" for r in range(rounds))
+    assert all(r["refusals"] == found[r["mode"]] for r in rows)

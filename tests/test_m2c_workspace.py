@@ -118,13 +118,84 @@ def test_swahili_imports_labels_its_language_file_does_not_declare(ws, tmp_path)
         "SG.1.PRS.FIN.COND": "ningefika"}
 
 
-def test_a_malformed_line_of_a_language_without_a_file_is_named(ws, tmp_path):
+def test_a_label_outside_the_schema_is_kept_apart_and_refused_with_strict(ws, tmp_path):
     path = tmp_path / "heb"
     path.write_text(HEBREW + "ארץ\tארצי\tN;SG;N;SGDEF;PSS1S\n", encoding="utf-8")  # as found in UniMorph's heb
     with pytest.raises(LexiconImportError) as info:
-        import_unimorph(ws, path, "he")
-    assert f"{path}:7: field 3" in str(info.value) and "two parts of speech (N, N)" in str(info.value)
-    assert ws.count(t.lexicon_forms) == 0
+        import_unimorph(ws, path, "he", strict=True)
+    assert f"{path}:7: field 3" in str(info.value) and "'SGDEF' is not a dimension of Hebrew" in str(info.value)
+    assert "without --strict" in str(info.value) and ws.count(t.lexicon_forms) == 0
+    s = import_unimorph(ws, path, "he")
+    assert (s.lines, s.new, dict(s.kept)) == (7, 7, {"SGDEF": 1})  # N twice is one part of speech
+    forms = {(r["lemma"], r["features"]): r["form"] for r in ws.rows(select(t.lexicon_forms))}
+    assert forms[("ארץ", "SG.PSS1S|SGDEF")] == "ארצי"
+
+
+# Lines as UniMorph's real Swahili table (swc) writes them: labels outside the schema (SUBJ, INDF3), several
+# language-specific ones on a line (LGSPEC10 and LGSPEC2), two moods (IND;COND), PRES for PRS. Forms that differ
+# only in such labels stay apart.
+SWC = """fua\tamefua\tV;FIN;IND;PST;PRF;3;SG;LGSPEC1
+fua\tukifua\tV;FIN;SUBJ;COM;PST;3;SG;LGSPEC2
+fua\tukafue\tV;FIN;SUBJ;LGSPEC10;3;SG;LGSPEC2
+fua\tinafua\tV;FIN;IND;PRES;3;PL;LGSPEC2
+fua\twafua\tV;FIN;INDF3;PL;LGSPEC1
+fua\tkifua\tV;FIN;INDF3;SG;LGSPEC4
+fua\tangefua\tV;FIN;IND;COND;PRS;3;SG;LGSPEC1
+fua\tkingefua\tV;FIN;IND;COND;PRS;3;SG;LGSPEC4
+fua\tnilifua\tV;FIN;IND;PST;1;SG
+fua\tnifue\tV;FIN;IND;PST;1;SG
+"""
+
+
+def test_real_swahili_unimorph_imports_with_a_report_of_what_became_of_each_label(ws, tmp_path):
+    declare(ws, code="sw", name="Swahili", typology="agglutinative", family="Niger-Congo (Bantu)", script="Latn")
+    path = tmp_path / "swc"
+    path.write_text(SWC, encoding="utf-8")
+    s = import_unimorph(ws, path, "sw")
+    assert (s.lines, s.new, s.variants) == (10, 9, 1)  # nifue: UniMorph's own second form for nilifua's labels
+    assert dict(s.mapped) == {"PRES -> PRS": 1}
+    assert dict(s.kept) == {"LGSPEC1": 3, "LGSPEC2": 3, "LGSPEC4": 2, "SUBJ": 2, "LGSPEC10": 1, "INDF3": 2, "COND": 2}
+    forms = {r["features"]: r["form"] for r in ws.rows(select(t.lexicon_forms))}
+    assert forms["SG.3.PRS.FIN.IND|COND.LGSPEC1"] == "angefua" and forms["SG.3.PRS.FIN.IND|COND.LGSPEC4"] == "kingefua"
+    assert forms["PL.3.PRS.FIN.IND|LGSPEC2"] == "inafua" and forms["SG.3.FIN|LGSPEC10.LGSPEC2.SUBJ"] == "ukafue"
+    assert forms["SG.1.PST.FIN.IND"] == "nilifua" and len(set(forms.values())) == len(forms) == 9
+    r = CliRunner().invoke(app, ["lexicon", "import-unimorph", str(path), "--lang", "sw", "--strict", "-w", str(ws.directory)])
+    assert r.exit_code != 0 and f"{path}:1: field 3" in r.output and "LGSPEC1" in r.output
+    r = CliRunner().invoke(app, ["lexicon", "import-unimorph", str(path), "--lang", "sw", "-w", str(ws.directory)])
+    assert r.exit_code == 0, r.output
+    assert "9 already there" in r.output and "mapped: PRES -> PRS (1 line(s))" in r.output
+    assert "kept as the file's own features: LGSPEC1 (3 line(s))" in r.output
+
+
+# UniMorph's Hebrew comes unvocalised (heb) and vocalised (heb_voc), and in UniMorph 4's layered notation (heb.args).
+HEB_VOC = """אֱלוֹהַּ\tאֱלוֹהֲךָ\tN;SG;PSSD;PSS2S;MASC
+אֱלוֹהַּ\tאֱלוֹהֵךְ\tN;SG;PSSD;PSS2S;FEM
+אֱלוֹהַּ\tאֱלוֹהִים\tN;PL;NDEF
+אלוה\tאלוהים\tN;PL;NDEF
+אלוה\tאלוהיך\tN;SG;PSSD;PSS(2,SG,MASC)
+אֱלוֹהַּ\tאֱלוֹהֵינוּ\tN;PL;PSSD;PSS(1,PL)
+"""
+
+
+def test_vocalised_and_unvocalised_hebrew_stay_two_lexemes_and_layered_labels_read_flat(ws, tmp_path):
+    path = tmp_path / "heb_voc"
+    path.write_text(HEB_VOC, encoding="utf-8")
+    s = import_unimorph(ws, path, "he", strict=True)  # every label is UniMorph's, once PSS(2,SG,MASC) reads as PSS2SM
+    assert (s.lines, s.new, s.variants) == (6, 6, 0)
+    assert dict(s.mapped) == {"PSS(2,SG,MASC) -> PSS2SM": 1, "PSS(1,PL) -> PSS1P": 1}
+    forms = {(r["lemma"], r["features"]): r["form"] for r in ws.rows(select(t.lexicon_forms))}
+    assert forms[("אֱלוֹהַּ", "MASC.SG.PSSD.PSS2S")] == "אֱלוֹהֲךָ" and forms[("אֱלוֹהַּ", "FEM.SG.PSSD.PSS2S")] == "אֱלוֹהֵךְ"
+    assert forms[("אלוה", "SG.PSSD.PSS2SM")] == "אלוהיך" and forms[("אֱלוֹהַּ", "PL.PSSD.PSS1P")] == "אֱלוֹהֵינוּ"
+    assert forms[("אלוה", "NDEF.PL")] == "אלוהים" and forms[("אֱלוֹהַּ", "NDEF.PL")] == "אֱלוֹהִים"
+
+
+def test_english_participles_and_layered_agreement_as_unimorph_4_writes_them(ws, tmp_path):
+    path = tmp_path / "eng.args"
+    path.write_text("walk\twalked\tV;PST\nwalk\twalked\tV;V.PTCP;PST\nwalk\twalks\tV;PRS;NOM(3,SG)\n", encoding="utf-8")
+    s = import_unimorph(ws, path, "en")
+    assert (s.lines, s.new, s.variants) == (3, 2, 1) and dict(s.ignored) == {"V.PTCP": 1}
+    assert dict(s.mapped) == {"NOM(3,SG) -> NO3S": 1}
+    assert {r["features"]: r["form"] for r in ws.rows(select(t.lexicon_forms))} == {"PST": "walked", "PRS.NO3S": "walks"}
 
 
 def test_an_undeclared_language_is_refused_with_the_way_to_declare_it(ws, tmp_path):
@@ -134,16 +205,17 @@ def test_an_undeclared_language_is_refused_with_the_way_to_declare_it(ws, tmp_pa
         import_unimorph(ws, path, "qq")
 
 
-@pytest.mark.parametrize("bad, where, message", [
-    ("Buch\tBuches\tN;GEN;SG;XYZ\n", ":8: field 3", "feature 'XYZ' is not a dimension of German"),
-    ("Buch\tBücher\n", ":8:", "expected lemma<TAB>form<TAB>features"),
-    ("Buch\t\tN;NOM;SG\n", ":8: field 2", "(form) is empty"),
-    ("Buch\tBuch\tN;V;NOM\n", ":8: field 3", "two parts of speech"),
+@pytest.mark.parametrize("bad, where, message, strict", [
+    ("Buch\tBuches\tN;GEN;SG;XYZ\n", ":8: field 3", "feature 'XYZ' is not a dimension of German", True),
+    ("Buch\tBuches\tN;GEN;DAT;SG\n", ":8: field 3", "feature 'DAT' is a second feature of CASE", True),
+    ("Buch\tBücher\n", ":8:", "expected lemma<TAB>form<TAB>features", False),
+    ("Buch\t\tN;NOM;SG\n", ":8: field 2", "(form) is empty", False),
+    ("Buch\tBuch\tN;V;NOM\n", ":8: field 3", "two parts of speech", False),
 ])
-def test_bad_unimorph_line_fails_the_whole_file_and_writes_nothing(ws, tmp_path, bad, where, message):
+def test_bad_unimorph_line_fails_the_whole_file_and_writes_nothing(ws, tmp_path, bad, where, message, strict):
     path = _table(tmp_path, UNIMORPH + bad)
     with pytest.raises(LexiconImportError) as info:
-        import_unimorph(ws, path, "de")
+        import_unimorph(ws, path, "de", strict=strict)
     assert f"{path}{where}" in str(info.value) and message in str(info.value)
     assert ws.count(t.lexicon_forms) == 0
 
@@ -254,14 +326,15 @@ def test_cli_import_render_and_errors(ws, tmp_path):
     r = runner.invoke(app, ["lexicon", "import-unimorph", str(_table(tmp_path)), "--lang", "de", "-w", w])
     assert r.exit_code == 0 and "5 new form(s)" in r.output
     bad = _table(tmp_path, "x\ty\tN;FOO\n")
-    r = runner.invoke(app, ["lexicon", "import-unimorph", str(bad), "--lang", "de", "-w", w])
+    r = runner.invoke(app, ["lexicon", "import-unimorph", str(bad), "--lang", "de", "--strict", "-w", w])
     assert r.exit_code == 1 and f"{bad}:1: field 3" in r.output
     r = runner.invoke(app, ["templates", "render", "--lang", "de", "--templates", str(_templates(tmp_path)), "-w", w])
     assert r.exit_code == 0 and "8 test(s)" in r.output and "de Bett (SG.DAT, PL.DAT)" in r.output
     r = runner.invoke(app, ["templates", "render", "--lang", "de,zh", "-w", w, "--n", "5"])
     assert r.exit_code == 0
     langs = {row["lang"] for row in ws.rows(select(t.m2c_tests.c.lang))}
-    # 7 German and 8 Chinese shipped templates; the shipped de/spatial#0 replaced the custom one's tests
-    assert langs == {"de", "zh"} and ws.count(t.m2c_tests) == 5 * (7 + 8)
+    # 10 German and 11 Chinese shipped templates; the custom template's 8 tests (de/spatial#0) stay, as no shipped
+    # template has its id (the shipped ones are named by test type: de/spatial#prepositions)
+    assert langs == {"de", "zh"} and ws.count(t.m2c_tests) == 5 * (10 + 11) + 8
     r = runner.invoke(app, ["templates", "render", "--lang", "xx", "-w", w])
     assert r.exit_code == 1 and "no M2C language data for xx" in r.output

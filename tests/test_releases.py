@@ -231,8 +231,11 @@ def test_two_versions_load_their_own_rows_and_diff_reports_exactly_the_changes(d
     assert releases.load(target, "1.0.0", "de").num_rows == 104
 
     d = diff(target, "1.0.0", "1.1.0")
+    # Generating German for a new property writes its English sentences too (the pairs' source in the release).
     assert {c.config: c.counts() for c in d.configs} == {"de": {"added": len(added), "removed": 0, "changed": 1},
+                                                          "en": {"added": len(added), "removed": 0, "changed": 0},
                                                           "ja": {"added": 0, "removed": 1, "changed": 0}}
+    assert {r["pair_id"] for r in next(c for c in d.configs if c.config == "en").added} == added
     de_diff = next(c for c in d.configs if c.config == "de")
     assert {r["pair_id"] for r in de_diff.added} == added
     assert de_diff.changed[0].id == edited["pair_id"]
@@ -270,6 +273,11 @@ def test_versions_are_immutable_and_bad_versions_write_nothing(demo_ws, tmp_path
     # A dry run checks and reports but writes nothing.
     res = cli("publish", "--bump", "major", "--to", target, "-w", demo_ws.directory, "--dry-run")
     assert res.exit_code == 0 and "dry run: would publish 2.0.0 (after 1.0.0)" in res.output
+    assert store.versions() == ["1.0.0"]
+    # A dry run needs no version: it checks as the next patch would be, and says so.
+    res = cli("publish", "--dry-run", "--to", target, "-w", demo_ws.directory)
+    assert res.exit_code == 0, res.output
+    assert "dry run: would publish 1.0.1 (after 1.0.0)" in res.output and "the next patch" in res.output
     assert store.versions() == ["1.0.0"]
 
 

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import fnmatch
+import json
+import multiprocessing
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -95,13 +98,146 @@ def test_a_killed_publisher_leaves_either_no_version_or_a_whole_one(demo_ws, tmp
     if point == "check_commit":  # killed before the tag: no trace of 1.1.0
         assert store.versions() == ["1.0.0"] and verify(target).ok
         publish(demo_ws, PublishRequest(target=target, version="1.1.0"))
-    else:  # killed right after the tag: 1.1.0 exists whole; the checked-out folder lags behind until the next publish
+    else:  # killed right after the tag: 1.1.0 exists whole; verify finishes the checkout the kill cut short
         assert store.versions() == ["1.0.0", "1.1.0"]
         assert releases.load(target, "1.1.0", "de").num_rows == 104
-        assert any("working tree" in p for p in verify(target).problems)
+        assert store.checkout_pending() and verify(target).ok and not store.checkout_pending()
         publish(demo_ws, PublishRequest(target=target, version="1.2.0"))
     assert not build_dirs(target) and verify(target).ok
     assert store.versions()[-1] in ("1.1.0", "1.2.0") and len(store.versions()) == (2 if point == "check_commit" else 3)
+
+
+# A git that runs the real one, logs each step that changes a store, and kills its caller's whole process group
+# (the publisher and any git it runs) after the step numbered kill_after_git_step in plan.json, or while git holds its locks
+# in the step numbered kill_during_git_step: a checkout killed from a smudge filter (index.lock held), a ref
+# update killed from the reference-transaction hook once its lock files are taken. Nothing in the product knows.
+GIT_KILLER = """#!{python}
+import json, os, signal, subprocess, sys
+
+plan = json.loads(open({plan!r}).read())  # a file, not our environment: git runs with one built for it (child_env)
+
+READS = ("rev-parse", "ls-tree", "cat-file", "for-each-ref")
+args = sys.argv[1:]
+i = 0
+while i < len(args) and args[i].startswith("-"):
+    i += 2 if args[i] in ("-C", "-c", "--git-dir", "--work-tree") else 1
+command = args[i:]
+writes = command[0] not in READS and command[:2] not in (["tag", "--list"], ["config", "--local"])
+step = 0
+if writes:
+    with open(plan["git_step_log"], "a+") as log:
+        log.write(" ".join(command[:2]) + "\\n")
+        log.seek(0)
+        step = len(log.readlines())
+extra = []
+if step and step == int(plan.get("kill_during_git_step", 0)):
+    kill = "kill -KILL 0"
+    extra = ["-c", "core.attributesFile={attributes}", "-c", "filter.kill.smudge=" + kill, "-c", "core.hooksPath={hooks}"]
+rc = subprocess.run([{git!r}, *extra, *args]).returncode
+if step and step in (int(plan.get("kill_after_git_step", 0)), int(plan.get("kill_during_git_step", 0))):
+    os.killpg(os.getpgrp(), signal.SIGKILL)
+sys.exit(rc)
+"""
+HOOK = """#!/bin/sh
+[ "$1" = prepared ] && kill -KILL 0
+cat >/dev/null
+"""
+
+
+def git_killer(folder: Path) -> Path:
+    """A folder holding the killing `git`, to put first on PATH."""
+    import shutil
+
+    (folder / "hooks").mkdir(parents=True)
+    (folder / "attributes").write_text("* filter=kill\n")
+    (folder / "hooks" / "reference-transaction").write_text(HOOK)
+    (folder / "git").write_text(GIT_KILLER.format(python=sys.executable, git=shutil.which("git"), plan=str(folder / "plan.json"),
+                                                  attributes=folder / "attributes", hooks=folder / "hooks"))
+    for script in (folder / "git", folder / "hooks" / "reference-transaction"):
+        script.chmod(0o755)
+    return folder
+
+
+def _publish_as_group_leader(args: list[str], env: dict[str, str]) -> None:
+    os.setpgid(0, 0)  # a process group of its own, which the killing git kills whole
+    os.environ.update(env)
+    res = CliRunner().invoke(app, args)
+    if res.exit_code:
+        print(res.output, file=sys.stderr)
+    os._exit(res.exit_code)
+
+
+def publish_in_process_group(ws_dir: Path, target: Path, version: str, killer: Path, log: Path, **kill) -> int:
+    """`builder publish` in a child process leading a process group of its own, with the killing git first on PATH;
+    its exit status (-9: killed). The child is forked from this process, which has imported everything already: a
+    fresh interpreter for each of the 35 kill points would spend most of the test importing."""
+    (killer / "plan.json").write_text(json.dumps({"git_step_log": str(log), **kill}))
+    env = {"HF_HUB_OFFLINE": "1", "PATH": f"{killer}{os.pathsep}{os.environ['PATH']}"}
+    args = ["publish", "-w", str(ws_dir), "--to", str(target), "--version", version]
+    child = multiprocessing.get_context("fork").Process(target=_publish_as_group_leader, args=(args, env))
+    child.start()
+    child.join(timeout=300)
+    return child.exitcode
+
+
+def cli_ok(*args: str) -> str:
+    res = CliRunner().invoke(app, list(args))
+    assert res.exit_code == 0, res.output
+    return res.output
+
+
+@pytest.mark.both_databases
+def test_publish_killed_at_every_git_step_is_repaired_by_the_next_publish_and_verify(demo_ws, tmp_path):
+    """The whole process group killed after each git step that changes the store, and inside the steps that hold
+    git's locks (the checkout's index.lock, a ref's lock): the version is whole or absent; `releases verify`,
+    then `publish`, then `releases verify` succeed with no hand on the store."""
+    killed_at_every_git_step(demo_ws, tmp_path, first=False)
+
+
+def test_the_first_publish_killed_at_every_git_step_is_repaired_by_the_next_publish_and_verify(demo_ws, tmp_path):
+    """The same for the publish that makes the store (`git init` and its settings are steps too). On SQLite only:
+    the workspace's database plays no part in the store's repair, and each run of these kills takes a minute."""
+    killed_at_every_git_step(demo_ws, tmp_path, first=True)
+
+
+def killed_at_every_git_step(demo_ws, tmp_path: Path, *, first: bool) -> None:
+    import shutil
+
+    killer, version = git_killer(tmp_path / "killer"), "1.0.0" if first else "1.1.0"
+    template = tmp_path / "template"
+    if not first:
+        publish(demo_ws, PublishRequest(target=template, version="1.0.0"))
+
+    def store_as_before(target: Path) -> None:
+        if first:
+            target.parent.mkdir(parents=True)
+        else:
+            shutil.copytree(template, target)
+
+    store_as_before(tmp_path / "probe" / "releases")
+    assert publish_in_process_group(demo_ws.directory, tmp_path / "probe" / "releases", version, killer, tmp_path / "steps.log") == 0
+    steps = (tmp_path / "steps.log").read_text().splitlines()
+    assert {"reset", "tag", "update-ref", "clean"} | ({"init", "config"} if first else set()) <= {s.split()[0] for s in steps}
+    locking = [n for n, s in enumerate(steps, 1) if s.split()[0] in ("reset", "tag", "update-ref")]
+    points = [("after", n) for n in range(1, len(steps) + 1)] + [("during", n) for n in locking]
+    seen_locks = set()
+    for when, n in points:
+        target, log = tmp_path / f"{when}-{n}" / "releases", tmp_path / f"{when}-{n}" / "steps.log"
+        store_as_before(target)
+        status = publish_in_process_group(demo_ws.directory, target, version, killer, log, **{f"kill_{when}_git_step": n})
+        assert status == -signal.SIGKILL, (when, n, steps[n - 1])
+        seen_locks |= {p.name for p in (target / ".git").rglob("*.lock") if p.name != "builder-publish.lock"}
+        store = ReleaseStore(target)
+        published = store.versions()
+        assert published in ([], ["1.0.0"]) if first else published in (["1.0.0"], ["1.0.0", "1.1.0"])
+        if version in published:  # whole: every row there
+            assert releases.load(target, version, "de").num_rows == 104, (when, n)
+        cli_ok("releases", "verify", "--from", str(target))
+        cli_ok("publish", "-w", str(demo_ws.directory), "--to", str(target), "--version", "2.0.0")
+        cli_ok("releases", "verify", "--from", str(target))
+        assert store.versions()[-1] == "2.0.0" and not build_dirs(target), (when, n)
+        assert worktree_files(target) == {p: data for p, data in store.read("2.0.0", list(store.files("2.0.0"))).items()}
+    assert {"index.lock", f"v{version}.lock", "main.lock"} <= seen_locks  # git's own locks were left, and removed
 
 
 class Hub:

@@ -24,6 +24,7 @@ from builder.reviews import rejected_items, rejected_pairs, review_status, sente
 from builder.selection import Scope
 from builder.translate import repropose, translate
 from builder.workspace import schema as t
+from builder.workspace.store import open_workspace
 
 LANGS = ["fr", "es", "ca", "nl", "hu", "tr"]  # 6 x 193 = 1,158 tasks
 
@@ -212,6 +213,61 @@ def test_server_killed_mid_push_then_next_push_completes_without_duplicates(samp
     keys = [tk.data["item_key"] for tk in _tasks(conn2, pid)]
     assert len(keys) == len(set(keys)) == 193  # none lost, none duplicated
     assert (s.created, s.unchanged) == (193 - 20, 20)
+
+
+@pytest.mark.both_databases
+def test_two_pushes_at_once_import_each_task_once_and_old_duplicates_count_once(sample_ws, server, label_studio):
+    """Two pushes of one project at once (each on a workspace opened anew, as a process of its own would): one imports
+    the 193 tasks, the other waits and finds them. Copies of tasks an earlier unlocked push made: the next push removes
+    the copies no curator annotated; a pull counts one annotation per curator and item, on the item's oldest task."""
+    ws = sample_ws
+    ws_dir, _ = label_studio
+    conn = ls_server.connect(ws_dir)  # the current server: an earlier test may have restarted it
+    _translate(ws, server, ["ru"])
+    together = threading.Barrier(2, timeout=120)
+    summaries, errors = [], []
+
+    def pushing():
+        own = open_workspace(ws.directory)
+        try:
+            together.wait()
+            summaries.append(push(own, conn, "ru", chunk=20))
+        except Exception as exc:  # noqa: BLE001 - reported by the assertion below
+            errors.append(exc)
+        finally:
+            own.close()
+
+    threads = [threading.Thread(target=pushing) for _ in range(2)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(timeout=600)
+    pid = _project(ws, "ru")
+    ls = client(conn)
+    try:
+        assert not errors, errors
+        assert sorted((s.created, s.unchanged) for s in summaries) == [(0, 193), (193, 0)]
+        assert [p.id for p in ls.projects.list() if (p.title or "").startswith("[translation:ru]")] == [pid]
+        tasks = {tk.data["item_id"]: tk for tk in _tasks(conn, pid)}
+        assert len(tasks) == len(_tasks(conn, pid)) == 193
+
+        # Copies of three tasks, as two unlocked pushes made them; the curator works through both copies of one.
+        twice, on_copy, untouched = sorted(tasks)[:3]
+        ls.projects.import_tasks(id=pid, request=[{"data": tasks[i].data} for i in (twice, on_copy, untouched)])
+        copy = {tk.data["item_id"]: tk.id for tk in _tasks(conn, pid) if tk.id != tasks[tk.data["item_id"]].id}
+        _annotate(conn, tasks[twice].id, "reject", comment="first look")
+        _annotate(conn, copy[twice], "accept")
+        _annotate(conn, copy[on_copy], "accept")
+        s = push(ws, conn, "ru")
+        assert (s.duplicates_removed, s.created, s.unchanged) == (1, 0, 193)
+        assert sorted(tk.id for tk in _tasks(conn, pid)) == sorted([tk.id for tk in tasks.values()] + [copy[twice], copy[on_copy]])
+        pull(ws, conn)
+        ra = t.review_annotations
+        got = ws.rows(select(ra.c.item_id, ra.c.task_id, ra.c.decision).where(ra.c.lang == "ru"))
+        assert sorted((r["item_id"], r["task_id"], r["decision"]) for r in got) == sorted(
+            [(twice, tasks[twice].id, "accept"), (on_copy, tasks[on_copy].id, "accept")])
+    finally:
+        ls.projects.delete(id=pid)  # the next database's run pushes to the same server
 
 
 def test_non_loopback_bind_needs_the_flag_and_the_token_is_never_logged(label_studio, tmp_path):

@@ -57,6 +57,8 @@ def test_russian_numeral_answer_agrees_in_gender_and_the_other_gender_is_a_morph
               "два": 2, "две": 2, "три": 3, "четыре": 4}
     seen = set()
     for t in _tests("ru", "numerals"):
+        if not t.template_id.endswith("#subtraction"):
+            continue
         n = values[t.fills["big1"]["form"]] - values[t.fills["small"]["form"]]
         gender = t.fills["fruit1"]["features"]["GENDER"]
         assert t.alternatives == [str(n)]

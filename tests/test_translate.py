@@ -32,7 +32,7 @@ N_ITEMS = 108 + 85  # concepts + properties of the bundled sample
 
 
 def run(ws, server, langs, **kw):
-    stage_kw = {k: kw.pop(k) for k in ("scope", "items_per_request") if k in kw}
+    stage_kw = {k: kw.pop(k) for k in ("scope",) if k in kw}
     client = LLMClient(LLMCache.of_workspace(ws), settings_for(server, **kw))
 
     async def go():
@@ -181,6 +181,27 @@ def test_a_dead_workers_claims_are_taken_over_and_their_requests_sent_once(sampl
     assert sent[local["request_key"]] < local_expiry  # taken over without waiting out the lease
     assert sent[remote["request_key"]] >= runs_out  # waited until the lease ran out
     assert sample_ws.count(t.llm_claims) == 0
+
+
+def test_two_workers_probing_a_new_endpoint_at_once_both_record_its_mode_and_finish(sample_ws, server):
+    """The first run against an endpoint, on two workers: both probe it (held until both have asked), both record the
+    mode they found, and both finish; one row for the endpoint, every item proposed once."""
+    scope = Scope.parse(sample_ws, "can fly")
+    server.hold_after = 0
+    workers = [_worker(sample_ws, server, "fr", "--properties", "can fly", "--concurrency", "2") for _ in range(2)]
+    try:
+        _await("both workers probing the endpoint", lambda: server.stats.probes >= 2)
+        server.hold_after = None
+        server.release.set()  # the held probes fail as dropped connections: each worker probes again, at once
+        outputs = [w.communicate(timeout=300)[0] for w in workers]
+    finally:
+        for w in workers:
+            if w.poll() is None:
+                w.kill()
+    assert [w.returncode for w in workers] == [0, 0], outputs
+    assert [(r["endpoint"], r["mode"]) for r in LLMCache.of_workspace(sample_ws).endpoints()] == [(server.base_url, "json_schema")]
+    per_item = Counter(r["item_id"] for r in proposals(sample_ws))
+    assert len(per_item) == len(scope.items(sample_ws)) and set(per_item.values()) == {1}
 
 
 def test_offline_rerun_reproduces_the_same_proposals_without_requests(sample_ws, server):

@@ -2,6 +2,7 @@
 that recorded it, never carries a password, and nothing else on the machine picks it up."""
 
 import json
+import threading
 
 import pytest
 from sqlalchemy import select
@@ -13,6 +14,8 @@ from builder.paths import sample_dir
 from builder.seeds import import_seeds
 from builder.workspace import schema as t
 from builder.workspace.store import SERVER_FILE, WorkspaceError, init_workspace, now, open_workspace
+
+pytest_plugins = ["release_fixtures"]
 
 
 @pytest.mark.postgresql
@@ -106,3 +109,43 @@ def test_rows_come_back_as_dicts_and_the_collector_as_it_was(ws, collecting):
         assert gc.isenabled() is collecting
     finally:
         (gc.enable if was else gc.disable)()
+
+
+@pytest.mark.both_databases
+def test_writers_replacing_one_row_at_once_all_succeed_and_one_row_stays(demo_ws):
+    """A language declared, a waiver given and a review project remembered by eight processes at the same moment (the
+    writes that replace a row): none fails on the row's key, one whole row stays, one writer's."""
+    from builder.releases.waivers import list_waivers, waive
+    from builder.reviews import ReviewProject, remember_project, review_projects
+
+    pair = demo_ws.rows(select(t.sentence_pairs.c.pair_id, t.sentence_pairs.c.lang).limit(1))[0]
+    writes = {
+        "language": lambda n: demo_ws.add_language({"code": "xx", "name": f"Language {n}"}),
+        "waiver": lambda n: waive(demo_ws, "pair", pair["pair_id"], pair["lang"], reason=f"reason {n}", by=f"curator {n}"),
+        "project": lambda n: remember_project(demo_ws, ReviewProject(stage="translation", lang="xx", project_id=n,
+                                                                     title=f"project {n}", server=f"local:{n}")),
+    }
+    workers = 8
+    together = threading.Barrier(workers, timeout=60)
+    failures: list[BaseException] = []
+
+    def worker(n: int) -> None:
+        for write in writes.values():
+            together.wait()
+            try:
+                write(n)
+            except Exception as exc:  # noqa: BLE001 - every failure is reported by the assertion below
+                failures.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(n,)) for n in range(workers)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert not failures, failures[:3]
+    [language] = [d for d in demo_ws.added_languages() if d["code"] == "xx"]
+    [waiver] = [w for w in list_waivers(demo_ws) if w["item_id"] == pair["pair_id"]]
+    [project] = [p for p in review_projects(demo_ws) if p.lang == "xx"]
+    assert language in [{"code": "xx", "name": f"Language {n}"} for n in range(workers)]
+    assert (waiver["reason"], waiver["waived_by"]) in [(f"reason {n}", f"curator {n}") for n in range(workers)]
+    assert (project.title, project.server) == (f"project {project.project_id}", f"local:{project.project_id}")

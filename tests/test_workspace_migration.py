@@ -8,6 +8,7 @@ import pytest
 from sqlalchemy import inspect, select
 
 from builder import reviews
+from builder.flags import list_flags, record_given_up
 from builder.workspace import schema as t
 from builder.workspace.store import DB_FILE, WorkspaceError, init_workspace, open_workspace
 
@@ -103,3 +104,23 @@ def test_a_workspace_newer_than_this_builder_is_refused(tmp_path):
         open_workspace(tmp_path / "ws")
     with pytest.raises(WorkspaceError, match="newer than this builder"):
         init_workspace(tmp_path / "ws")
+
+
+def test_a_flag_from_before_flags_were_counted_counts_as_given_up_once(tmp_path):
+    directory = tmp_path / "old"
+    init_workspace(directory).close()
+    db = sqlite3.connect(directory / DB_FILE)
+    with db:  # the flags table as schema version 8 created it
+        db.executescript("DROP TABLE flags; CREATE TABLE flags (stage VARCHAR(16) NOT NULL, item_id VARCHAR(32) NOT NULL, "
+                         "lang VARCHAR(8) NOT NULL, reason TEXT NOT NULL, created_at DATETIME NOT NULL, "
+                         "PRIMARY KEY (stage, item_id, lang));")
+        db.execute("INSERT INTO flags VALUES ('translate', 'c_1', 'fr', 'missing from the reply', ?)", (T0.isoformat(sep=" "),))
+        db.execute("UPDATE meta SET value = '8' WHERE key = 'schema_version'")
+    db.close()
+    ws = open_workspace(directory)
+    [flag] = list_flags(ws)
+    assert (flag.attempts, flag.exhausted) == (1, False)
+    with ws.transaction() as conn:
+        record_given_up(conn, "translate", "fr", {"c_1": "wrong id"})
+    assert [(f.attempts, f.reason) for f in list_flags(ws)] == [(2, "wrong id")]
+    ws.close()

@@ -8,6 +8,10 @@ of the pairs it now finds clean; nothing is dropped or changed in the data. They
 - `similarity` (lang "en"): the embedding model's similarity of each pair's concepts, stored in
   `pairs.similarity` where it is missing, and each group's negative types checked against it;
 - `occurrence`: each sentence names its own concept once and not the other's;
+- `script`: each word (verified, else the latest proposal) and sentence is written in the language's
+  declared script (`builder.scripts`): a Latin "bus" among Hindi's Devanagari is flagged, keyed by the
+  word's item id or the pair's id; the words alone are audited again after `builder translate` and
+  `builder review pull` (`script_audit`);
 - `judge`: the LLM's verdict that a negative may have the property, with its reason; a curator's
   decision in Label Studio (stage "judge") then settles the flag (`builder.reviews`);
 - concept–property overlap is measured, not flagged (`overlap_report`).
@@ -30,8 +34,9 @@ from builder.generate import english_sentence
 from builder.languages import SOURCE_LANGUAGE, registry
 from builder.llm.client import LLMClient
 from builder.records import Language
-from builder.reviews import judge_decisions
+from builder.reviews import judge_decisions, latest_proposals
 from builder.runner import Progress
+from builder.scripts import outside_script
 from builder.seeds import record_similarities
 from builder.selection import Scope, verified
 from builder.workspace import schema as t
@@ -68,12 +73,14 @@ async def audit(ws: Workspace, client: LLMClient | None, languages: list[Languag
     concepts = {r["id"]: r["english"] for r in ws.rows(select(t.concepts.c.id, t.concepts.c.english))}
     props = {r["id"]: r for r in ws.rows(select(t.properties))}
     _similarity(ws, pairs, concepts, summary)
+    items = {p[k] for p in pairs.values() for k in ("property_id", "acceptable_id", "unacceptable_id")}
     jobs = []
     for lang in languages:
         sentences = {r["pair_id"]: r for r in ws.rows(select(t.sentence_pairs).where(
             t.sentence_pairs.c.lang == lang.code, t.sentence_pairs.c.status == "generated")) if r["pair_id"] in pairs}
         words = {item: w["text"] for item, w in verified(ws, lang.code).items()}
         _occurrence(ws, lang, pairs, sentences, words, summary)
+        _script(ws, lang, items, sentences, words, summary)
         if client is not None:
             jobs.append(_judge(ws, client, lang, pairs, sentences, words, concepts, props, summary, progress))
     await asyncio.gather(*jobs)
@@ -117,6 +124,32 @@ def _occurrence(ws: Workspace, lang: Language, pairs, sentences: dict[str, dict]
         if problems := occurrence.problems(*sides, spaced=lang.spaced, script=lang.script):
             found[pid] = "; ".join(problems)
     _settle(ws, "occurrence", lang.code, list(sentences), found, summary)
+
+
+def _script(ws: Workspace, lang: Language, items: Collection[str], sentences: dict[str, dict], words: dict[str, str],
+            summary: AuditSummary) -> None:
+    """Flag the words of these items (verified, else proposed) and these sentence pairs where they have letters
+    outside the language's declared script; clear the flags of those now written in it."""
+    proposed = {i: p["text"] for i, p in latest_proposals(ws, lang.code).items() if i in items and i not in words}
+    current = {i: ("verified word", words[i]) for i in items if i in words} | {i: ("proposal", w) for i, w in proposed.items()}
+    found = {i: f"the {what} {why}" for i, (what, text) in current.items() if (why := outside_script(text, lang))}
+    for pid, sp in sentences.items():
+        why = {role: outside_script(sp[role], lang) for role in ("acceptable", "unacceptable")}
+        if why["acceptable"] and why["acceptable"] == why["unacceptable"]:
+            found[pid] = f"both sentences: {why['acceptable']}"
+        elif problems := [f"the {role} sentence: {w}" for role, w in why.items() if w]:
+            found[pid] = "; ".join(problems)
+    _settle(ws, "script", lang.code, [*current, *sentences], found, summary)
+
+
+def script_audit(ws: Workspace, languages: list[Language], *, scope: Scope = Scope()) -> AuditSummary:
+    """The script audit of the words alone, as proposals and verifications change them (after `builder translate`
+    and `builder review pull`); sentences are audited with the pairs."""
+    summary = AuditSummary()
+    items = {it["id"] for it in scope.items(ws)}
+    for lang in languages:
+        _script(ws, lang, items, {}, {item: w["text"] for item, w in verified(ws, lang.code).items()}, summary)
+    return summary
 
 
 async def _judge(ws: Workspace, client: LLMClient, lang: Language, pairs, sentences, words, concepts, props,

@@ -24,7 +24,7 @@ from builder import languages as languages_mod
 from builder.audits import audit
 from builder.generate import english_sentence, generate
 from builder.llm.cache import LLMCache
-from builder.llm.config import LLMSettings
+from builder.llm.config import RECORDED_AS, LLMSettings
 from builder.llm.recording import export_recording
 from builder.llm.standin import Lexicon, StandinServer
 from builder.m2c.fills import needs, propose_forms
@@ -32,7 +32,7 @@ from builder.m2c.render import render_tests
 from builder.paths import sample_dir
 from builder.releases.publish import PublishRequest, default_target, publish
 from builder.releases.store import ReleaseStore
-from builder.runner import run_stage
+from builder.runner import run_stage, with_model
 from builder.seeds import import_seeds
 from builder.selection import Scope
 from builder.translate import translate
@@ -74,15 +74,16 @@ class DemoResult:
 def run_demo(directory: Path, console: Console, settings: LLMSettings | None = None, *, auto_review: bool = False,
              model: str | None = None, evaluate: bool = True) -> DemoResult:
     settings = settings or LLMSettings.from_env()
-    source = (
-        f"the recording bundled with the sample (replies written for it, recorded as model {RECORDING_MODEL})"
-        if settings.mode == "recording"
-        else f"{settings.endpoint}, model {settings.model}"
-    )
     console.rule("[bold]builder demo")
-    console.print(f"LLM replies: {source}")
     ws = init_workspace(directory)
     try:
+        settings = with_model(ws, settings)
+        source = (
+            f"the recording bundled with the sample (replies written for it, recorded as model {RECORDING_MODEL})"
+            if settings.mode == "recording"
+            else f"{settings.endpoint}, model {settings.model}"
+        )
+        console.print(f"LLM replies: {source}")
         return _run(ws, console, settings, auto_review, model, evaluate)
     finally:
         ws.close()
@@ -244,7 +245,7 @@ def record_demo(out_path: Path, console: Console) -> int:
     sample's answer files, and the LLM's self-translation of its release, then export both caches
     as the bundled recording (a maintainer's tool)."""
     with tempfile.TemporaryDirectory() as tmp, StandinServer(demo_lexicon(), model=RECORDING_MODEL) as server:
-        settings = LLMSettings(base_url=server.base_url, api_key="recording", mode="api")
+        settings = LLMSettings(base_url=server.base_url, api_key="recording", model=RECORDED_AS, mode="api")
         try:
             done = run_demo(Path(tmp) / "ws", console, settings, auto_review=True, evaluate=False)
         finally:

@@ -12,7 +12,8 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from builder.cli.common import codes, err, fail, out
+from builder.cli.common import WorkspaceOpt, codes, err, fail, out, workspace_dir
+from builder.default_model import MEMBER as DEFAULT_MODEL_FILE
 from builder.llm.config import LLMSettings
 from builder.progress import progress
 
@@ -21,7 +22,8 @@ eval_app = typer.Typer(help="Evaluate models on a released version: run, report,
 
 @eval_app.command("run")
 def run(
-    release: str = typer.Option(..., "--release", help="Release source: a local release folder or a Hub dataset id"),
+    release: str | None = typer.Option(None, "--release", help="Release source: a local release folder or a Hub dataset id "
+                                       "[default: the workspace's, <workspace>/releases]"),
     version: str = typer.Option("latest", "--version", help="X.Y.Z or latest"),
     model: str | None = typer.Option(None, "--model", help="A local model folder, a GGUF file (or a folder holding one: "
                                         "converted once, cached), or a Hub model id; with --endpoint, the served model's name "
@@ -47,21 +49,36 @@ def run(
         "[default: English into every other language]"),
     prompt_variant: str = typer.Option("paper", "--prompt-variant",
                                        help="paper (Figure 8 as published, comparable with its numbers) or corrected: the meta prompts asked"),
-    out_dir: Path = typer.Option(..., "--out", help="Results folder (re-running resumes there)"),
+    out_dir: Path | None = typer.Option(None, "--out", help="Results folder (re-running resumes there) [default, with the "
+                                        "workspace's releases: <workspace>/eval/<version>/<model>]"),
     report: bool = typer.Option(True, "--report/--no-report", help="Write the report after the run"),
+    workspace: Path | None = WorkspaceOpt,
 ) -> None:
-    """Run methods on a released version; writes results.parquet, summary.json and the report to --out."""
+    """Run methods on a released version; writes results.parquet, summary.json and the report to --out.
+
+    Without --release, the workspace's releases are read (`publish` keeps them in <workspace>/releases) and
+    the results go beside them, to <workspace>/eval/<version>/<model>; the workspace's database is never read."""
     from evaluate.data import load_release
     from evaluate.methods import EvalOptions, resolve
     from evaluate.models import load_model
     from evaluate.run import run_evaluation
 
+    store = workspace_dir(workspace) / "releases" if release is None else None
+    if store is not None:
+        if not store.is_dir():
+            fail(f"no releases in {store}: publish one (builder publish --bump minor -w {store.parent}), or give "
+                 "--release with a release folder or a Hub dataset id")
+    elif out_dir is None:
+        fail("--out is needed with --release: the folder the results go to (with the workspace's releases it defaults "
+             "to <workspace>/eval/<version>/<model>)")
     try:
         chosen = resolve(methods)
         options = EvalOptions(bos_policy=bos, probe_pooling=probe_pooling, probe_groups=probe_groups, probe_jobs=probe_jobs,
                               prompt_variant=prompt_variant,
                               translate_directions=tuple(d.strip() for d in (translate_directions or "").split(",") if d.strip()))
-        data = load_release(release, version, codes(langs), m2c=any(m.name == "m2c" for m in chosen))
+        data = load_release(release or store, version, codes(langs), m2c=any(m.name == "m2c" for m in chosen))
+        if out_dir is None:
+            out_dir = store.parent / "eval" / data.dataset.version / _results_name(model)
         if endpoint:
             if not model:
                 raise ValueError("--endpoint needs --model: the served model's name")
@@ -90,6 +107,17 @@ def run(
     if report:
         _report(out_dir)
     out.print(f"results in {out_dir}")
+
+
+def _results_name(model: str | None) -> str:
+    """A results folder's name for a model: a local folder's or file's own, a Hub or served model's id with its
+    '/' as '--', the default model's file name."""
+    if model is None:
+        return Path(DEFAULT_MODEL_FILE).stem
+    path = Path(model).expanduser()
+    if path.exists():
+        return path.stem if path.is_file() else path.resolve().name
+    return model.replace("/", "--")
 
 
 def _print_headline(results) -> None:

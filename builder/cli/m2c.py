@@ -8,24 +8,26 @@ import typer
 from rich.table import Table
 
 from builder.cli.common import (
-    DryRunOpt,
-    OfflineOpt,
+    ReaskOpt,
     TemplatesOpt,
     WorkspaceOpt,
     err,
     fail,
-    llm_settings,
+    llm_options,
     open_ws,
     out,
     report_stage,
+    show_steps,
 )
 from builder.languages import registry
+from builder.llm.config import LLMSettings
 from builder.m2c.errors import TemplateError
 from builder.m2c.fills import needs, propose_forms, stand_in_resolver
 from builder.m2c.language import available
 from builder.m2c.lexicon import LexiconImportError, import_unimorph, list_forms, verify_fills
 from builder.m2c.render import render_tests
 from builder.m2c.template_files import load_file, template_files
+from builder.next_steps import stage_steps
 from builder.runner import run_stage
 
 lexicon_app = typer.Typer(help="M2C inflection tables: import UniMorph, verify proposed forms, show.", no_args_is_help=True)
@@ -46,16 +48,21 @@ def import_unimorph_cmd(
     path: Path = typer.Argument(..., exists=True, dir_okay=False, help="UniMorph TSV: lemma<TAB>form<TAB>features"),
     lang: str = typer.Option(..., "--lang", "-l", help="A declared language's code (no M2C language file needed)"),
     needs_review: bool = typer.Option(False, "--needs-review", help="Import as proposed forms for curators to verify"),
+    strict: bool = typer.Option(False, "--strict", help="Refuse a label that is no feature of the language's dimensions "
+                                "(by default it is kept as the file's own feature)"),
     workspace: Path | None = WorkspaceOpt,
 ) -> None:
     """Import a UniMorph inflection table; a bad line fails the whole file (file:line:field), nothing written."""
     ws = open_ws(workspace)
     try:
-        s = import_unimorph(ws, path, lang, verified=not needs_review)
+        s = import_unimorph(ws, path, lang, verified=not needs_review, strict=strict)
     except LexiconImportError as exc:
         fail(exc)
     out.print(f"{path}: {s.lines} line(s), {s.new} new form(s), {s.existing} already there, "
-              f"{s.variants} variant(s) of a bundle already given (kept the first)")
+              f"{s.variants} variant(s) of a bundle already given (kept the first)", markup=False)
+    for what, counts in (("mapped", s.mapped), ("kept as the file's own features", s.kept), ("ignored", s.ignored)):
+        if counts:
+            out.print(f"  {what}: " + ", ".join(f"{label} ({n} line(s))" for label, n in counts.most_common()), markup=False)
 
 
 @lexicon_app.command("verify")
@@ -114,16 +121,18 @@ def check_cmd(lang: str = typer.Option("all", "--lang", "-l"), templates: Path |
 
 
 @templates_app.command("fill")
+@llm_options
 def fill_cmd(
     lang: str = typer.Option(..., "--lang", "-l"),
     templates: Path | None = TemplatesOpt,
-    offline: bool = OfflineOpt,
-    dry_run: bool = DryRunOpt,
+    reask_flagged: bool = ReaskOpt,
     workspace: Path | None = WorkspaceOpt,
+    *,
+    llm: LLMSettings,
 ) -> None:
-    """The LLM proposes the forms the templates need and the lexicon lacks; curators then verify them."""
+    """The LLM proposes the forms the templates need and the lexicon lacks (again for flagged lemmas, with the
+    reason); curators then verify them."""
     ws = open_ws(workspace)
-    settings = llm_settings(offline, dry_run, False, None)
     for code in _m2c_langs(lang):
         try:
             todo = needs(ws, code, templates)
@@ -134,11 +143,13 @@ def fill_cmd(
             continue
         record = registry(ws)[code]
         try:
-            run = run_stage(ws, settings, "fill", lambda c, p, todo=todo, record=record: propose_forms(ws, c, record, todo), err)
+            run = run_stage(ws, llm, "fill", lambda c, p, todo=todo, record=record: propose_forms(
+                ws, c, record, todo, reask_flagged=reask_flagged), err)
         except Exception as exc:  # noqa: BLE001 - endpoint and cache errors alike
             fail(exc)
         report_stage(run, f"{code}: proposed {run.result.proposed} form(s) for {run.result.lemmas} lemma(s)"
                      + (f"; flagged {', '.join(run.result.flagged)}" if run.result.flagged else ""))
+        show_steps(ws, stage_steps(ws, "fill", [code], ("--templates", str(templates)) if templates else ()))
 
 
 @templates_app.command("render")

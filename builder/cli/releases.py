@@ -11,7 +11,7 @@ from rich.table import Table
 from builder.cli.common import WorkspaceOpt, codes, err, fail, open_ws, out, workspace_dir
 from builder.releases.diff import diff
 from builder.releases.lmeval import export_lm_eval
-from builder.releases.publish import DEFAULT_LICENSE, DEFAULT_NAME, PublishRequest, default_target
+from builder.releases.publish import DEFAULT_LICENSE, DEFAULT_NAME, DRY_RUN_BUMP, PublishRequest, default_target
 from builder.releases.publish import publish as publish_release
 from builder.releases.reading import open_source
 from builder.releases.verify import verify
@@ -32,7 +32,8 @@ def publish(
     bump: str | None = typer.Option(None, "--bump", help="Or bump the latest version: major | minor | patch"),
     to: Path | None = typer.Option(None, "--to", help="Release store (a git repository) [default: <workspace>/releases]"),
     hub: str | None = typer.Option(None, "--hub", help="Also upload to this Hub dataset ORG/NAME (token from HF_TOKEN)"),
-    dry_run: bool = typer.Option(False, "--dry-run", help="Run the checks and show what would be released; write nothing"),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Run the checks and show what would be released; write nothing "
+                                 "(without --version or --bump, as the next patch)"),
     require_complete: bool = typer.Option(False, "--require-complete", help="Fail unless every language has every pair"),
     exclude_unverified: bool = typer.Option(False, "--exclude-unverified", help="Leave unverified, unwaived items out instead of failing"),
     lang: str | None = typer.Option(None, "--lang", "-l", help="Only these languages, comma-separated [default: all with data]"),
@@ -58,7 +59,8 @@ def publish(
     change = "; ".join(f"{c}: +{d['added']} -{d['removed']} ~{d['changed']}" for c, d in result.changes.items())
     parent = f" (after {result.parent})" if result.parent else " (first release)"
     if result.dry_run:
-        out.print(f"dry run: would publish {result.version}{parent} to {req.target}: {rows}", highlight=False)
+        assumed = f" (no --version or --bump given: shown as the next {DRY_RUN_BUMP})" if not (version or bump) else ""
+        out.print(f"dry run: would publish {result.version}{parent} to {req.target}{assumed}: {rows}", highlight=False)
         out.print(f"changes: {change or 'none' if result.parent else 'all new'}; nothing was written", highlight=False)
         return
     out.print(f"published {result.version}{parent} at {result.path} (tag v{result.version}, commit {result.commit[:12]}): {rows}",

@@ -16,17 +16,23 @@ from builder import reviews
 from builder.cli.common import (
     JsonOpt,
     LangOpt,
-    OfflineOpt,
+    ReaskOpt,
     WorkspaceOpt,
     err,
     fail,
+    flag_scripts,
     langs,
-    llm_settings,
+    llm_options,
     llm_stage,
     open_ws,
     out,
+    report_stage,
+    show_steps,
     workspace_dir,
 )
+from builder.languages import label, registry
+from builder.llm.config import LLMSettings
+from builder.next_steps import Step, command, next_steps, stage_steps
 
 review_app = typer.Typer(help="Expert review in Label Studio: serve, push, pull, re-propose, status.", no_args_is_help=True)
 
@@ -84,9 +90,10 @@ def review_push(
                      overlap_share=overlap_share)
         except Exception as exc:  # noqa: BLE001 - server and stage errors alike
             fail(exc)
+        removed = f", duplicates removed {s.duplicates_removed}" if s.duplicates_removed else ""
         out.print(f"{stage} {lg.code}: created {s.created}" + (f" ({s.revised} for items asked again; their old tasks are "
                                                                 "closed, with their annotations)" if s.revised else "")
-                  + f", updated {s.updated}, unchanged {s.unchanged}")
+                  + f", updated {s.updated}, unchanged {s.unchanged}{removed}")
 
 
 @review_app.command("pull")
@@ -111,43 +118,54 @@ def review_pull(workspace: Path | None = WorkspaceOpt) -> None:
         out.print(f"{n} new disagreement{'s' if n != 1 else ''} in {stage} {lang}, held until adjudicated: "
                   f"`builder review push --stage {reviews.ADJUDICATION[stage]} --lang {lang}` pushes "
                   f"{'them' if n != 1 else 'it'} to the adjudicators")
+    flag_scripts(ws)
+    show_steps(ws, next_steps(ws))
 
 
 @review_app.command("repropose")
+@llm_options
 def review_repropose(
     lang: str = LangOpt,
     stage: str = typer.Option("translation", help="translation (words back to translation) | sentences (pairs back to generation)"),
-    offline: bool = OfflineOpt,
+    reask_flagged: bool = ReaskOpt,
     workspace: Path | None = WorkspaceOpt,
+    *,
+    llm: LLMSettings,
 ) -> None:
-    """Send rejected and ambiguous items back to the LLM with the curator's comment."""
+    """Send rejected and ambiguous items back to the LLM with the curator's comment; an item the LLM fails stays
+    rejected, and later runs ask it again with the reason."""
     from builder.generate import regenerate
     from builder.translate import repropose
 
     if stage not in ("translation", "sentences"):
         fail(f"--stage must be translation or sentences, not {stage!r}")
     ws = open_ws(workspace)
-    settings = llm_settings(offline, False, False, None)
     for lg in langs(ws, lang):
         rejected = reviews.rejected_items(ws, lg.code) if stage == "translation" else reviews.rejected_pairs(ws, lg.code)
         if not rejected:
             out.print(f"{lg.code}: nothing rejected")
             continue
         if stage == "translation":
-            run = llm_stage(ws, "repropose", None, settings,
-                            lambda c, p, scope, lg=lg, rejected=rejected: repropose(ws, c, lg, rejected))
-            out.print(f"{lg.code}: {run.result} new revision(s); push again to review them")
+            run = llm_stage(ws, "repropose", None, llm, lambda c, p, scope, lg=lg, rejected=rejected: repropose(
+                ws, c, lg, rejected, reask_flagged=reask_flagged))
+            written, flags = run.result, "repropose"
+            report_stage(run, f"{lg.code}: {written} new revision(s)")
         else:
-            run = llm_stage(ws, "regenerate", None, settings,
-                            lambda c, p, scope, lg=lg, rejected=rejected: regenerate(ws, c, lg, rejected, progress=p))
-            out.print(f"{lg.code}: {run.result.generated[lg.code]} pair(s) written again, "
-                      f"{run.result.flagged[lg.code]} flagged; push --stage sentences to review them")
+            run = llm_stage(ws, "regenerate", None, llm, lambda c, p, scope, lg=lg, rejected=rejected: regenerate(
+                ws, c, lg, rejected, progress=p, reask_flagged=reask_flagged))
+            written, flags = run.result.generated[lg.code], "regenerate"
+            report_stage(run, f"{lg.code}: {written} pair(s) written again, {run.result.flagged[lg.code]} flagged (still rejected)")
+        review = ("review", "push", "--lang", lg.code) + (("--stage", "sentences") if stage == "sentences" else ())
+        show_steps(ws, ([Step(lang=lg.code, stage=stage, what=f"{written} rewritten for curators to review", command=command(ws, *review))]
+                    if written else []) + stage_steps(ws, flags, [lg.code]))
 
 
 @review_app.command("status")
 def review_status_cmd(workspace: Path | None = WorkspaceOpt, as_json: bool = JsonOpt) -> None:
     """Per stage and language: pending, decisions, skipped, open disagreements, adjudicated, agreement, reviewers."""
-    rows = reviews.review_status(open_ws(workspace))
+    ws = open_ws(workspace)
+    rows = reviews.review_status(ws)
+    reg = registry(ws)
     if as_json:
         print(json.dumps(rows, ensure_ascii=False, indent=1))
         return
@@ -161,8 +179,9 @@ def review_status_cmd(workspace: Path | None = WorkspaceOpt, as_json: bool = Jso
 
     for r in rows:
         agr = r.get("agreement") or {}
-        table.add_row(r["stage"], r["lang"], *(str(r.get(k, "—")) for k in ("pending", "accept", "corrected", "fix", "reject",
+        table.add_row(r["stage"], label(r["lang"], reg), *(str(r.get(k, "—")) for k in ("pending", "accept", "corrected", "fix", "reject",
                                                                            "ambiguous", "false negative", "keep", "skipped")),
                       str(r.get("disagreements", "")), str(r.get("adjudicated", "")), num(agr.get("alpha")),
                       num(agr.get("exact_match")), num(agr.get("chrf"), "{:.1f}"), ", ".join(r["reviewers"]))
     out.print(table)
+    show_steps(ws, next_steps(ws))

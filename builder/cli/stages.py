@@ -16,24 +16,25 @@ from rich.text import Text
 from builder import languages as languages_mod
 from builder.audits import audit as audit_pairs
 from builder.cli.common import (
-    BatchOpt,
-    ConcOpt,
-    DryRunOpt,
     JsonOpt,
     LangOpt,
-    OfflineOpt,
     PropsOpt,
+    ReaskOpt,
     WorkspaceOpt,
     codes,
     fail,
+    flag_scripts,
     langs,
-    llm_settings,
+    llm_options,
     llm_stage,
     open_ws,
     out,
     report_stage,
+    show_steps,
 )
 from builder.generate import generate as generate_stage
+from builder.llm.config import LLMSettings
+from builder.next_steps import LLM_STAGES, next_steps, stage_steps
 from builder.reviews import accept as accept_proposals
 from builder.status import flagged_items, llm_usage
 from builder.status import status as compute_status
@@ -60,7 +61,7 @@ def status(
     flags: bool = typer.Option(False, "--flags", help="List the flagged items (LLM stages, pair audits), with the reasons"),
     llm: bool = typer.Option(False, "--llm", help="LLM calls by stage, model and mode: tokens, cost, calls at an unknown price; each endpoint's structured-output mode"),
     stage: str | None = typer.Option(None, "--stage", help="With --flags: only this stage (translate, repropose, generate, "
-                                                              "fill, similarity, occurrence, judge)"),
+                                                              "fill, similarity, occurrence, script, judge)"),
     lang: str | None = typer.Option(None, "--lang", "-l", help="With --flags: only these language codes, comma-separated"),
     workspace: Path | None = WorkspaceOpt,
     as_json: bool = JsonOpt,
@@ -72,7 +73,8 @@ def status(
         return _flags(ws, stage, codes(lang), as_json)
     if llm:
         return _llm(ws, as_json)
-    rows = compute_status(ws, list(languages_mod.registry(ws)))
+    reg = languages_mod.registry(ws)
+    rows = compute_status(ws, list(reg))
     if as_json:
         print(json.dumps([r.model_dump() for r in rows], ensure_ascii=False, indent=1))
         return
@@ -82,7 +84,7 @@ def status(
         table.add_column(col, justify="right" if col != "lang" else "left")
     for r in rows:
         tr, ge = r.translate, r.generate
-        table.add_row(r.lang, *map(str, (tr.pending, tr.proposed, tr.verified, tr.flagged, ge.pending, ge.generated, ge.flagged)),
+        table.add_row(languages_mod.label(r.lang, reg), *map(str, (tr.pending, tr.proposed, tr.verified, tr.flagged, ge.pending, ge.generated, ge.flagged)),
                       ", ".join(f"{k} {v}" for k, v in r.flags.items()))
     out.print(table)
     overlap = [o for r in rows for o in r.overlap]
@@ -93,6 +95,7 @@ def status(
     if usage.calls:
         unknown = f", {usage.unpriced} at an unknown price" if usage.unpriced else ""
         out.print(f"LLM: {sum(c.calls for c in usage.calls)} calls, cost ${usage.cost_usd:.4f}{unknown} (builder status --llm)")
+    show_steps(ws, next_steps(ws))
 
 
 def overlap_table(rows, title: str) -> Table:
@@ -130,30 +133,34 @@ def _flags(ws, stage: str | None, lang_codes: list[str] | None, as_json: bool) -
     table = Table(title=f"{len(items)} flagged item(s) in {ws.directory}")
     for col in ("stage", "lang", "item", "what", "reason"):
         table.add_column(col)
+    reg = languages_mod.registry(ws)
     for f in items:
-        table.add_row(f.stage, f.lang, f.item_id, Text(f.what), Text(f.reason))  # as text: reasons quote model output
+        table.add_row(f.stage, languages_mod.label(f.lang, reg), f.item_id, Text(f.what), Text(f.reason))  # as text: reasons quote model output
     out.print(table)
+    show_steps(ws, [step for stage, lang in sorted({(f.stage, f.lang) for f in items}) if stage in LLM_STAGES
+                for step in stage_steps(ws, stage, [lang])])
 
 
+@llm_options
 def translate(
     lang: str = LangOpt,
     properties: str | None = PropsOpt,
-    items_per_request: int = typer.Option(10, "--items-per-request", min=1),
-    offline: bool = OfflineOpt,
-    dry_run: bool = DryRunOpt,
-    batch: bool = BatchOpt,
-    concurrency: int | None = ConcOpt,
+    reask_flagged: bool = ReaskOpt,
     workspace: Path | None = WorkspaceOpt,
+    *,
+    llm: LLMSettings,
 ) -> None:
-    """Stage 2: the LLM translates concepts and properties not yet verified."""
+    """Stage 2: the LLM translates concepts and properties not yet verified; flagged ones again, with the reason."""
     ws = open_ws(workspace)
     targets = langs(ws, lang, exclude=(languages_mod.SOURCE_LANGUAGE, *languages_mod.SEED_LANGUAGES))
-    run = llm_stage(ws, "translate", properties, llm_settings(offline, dry_run, batch, concurrency),
-                    lambda c, p, scope: translate_stage(ws, c, targets, scope=scope, items_per_request=items_per_request,
-                                                        progress=p))
+    run = llm_stage(ws, "translate", properties, llm, lambda c, p, scope: translate_stage(
+        ws, c, targets, scope=scope, progress=p, reask_flagged=reask_flagged))
     r = run.result
     report_stage(run, "proposed " + ", ".join(f"{k} {v}" for k, v in r.proposed.items())
                  + ("; flagged " + ", ".join(f"{k} {v}" for k, v in r.flagged.items() if v) if any(r.flagged.values()) else ""))
+    if not llm.dry_run:  # a dry run proposed nothing to check
+        flag_scripts(ws, targets, properties)
+    show_steps(ws, stage_steps(ws, "translate", [lg.code for lg in targets], ("--properties", properties) if properties else ()))
 
 
 def accept(
@@ -173,44 +180,44 @@ def accept(
         out.print(f"{lg.code}: accepted {s.accepted}, left ambiguous {s.skipped_ambiguous}, already verified {s.already_verified}")
 
 
+@llm_options
 def generate(
     lang: str = LangOpt,
     properties: str | None = PropsOpt,
-    offline: bool = OfflineOpt,
-    dry_run: bool = DryRunOpt,
-    batch: bool = BatchOpt,
-    concurrency: int | None = ConcOpt,
+    reask_flagged: bool = ReaskOpt,
     workspace: Path | None = WorkspaceOpt,
+    *,
+    llm: LLMSettings,
 ) -> None:
-    """Stage 4: the LLM writes acceptable and unacceptable sentences from verified words; then the pair audits run."""
+    """Stage 4: the LLM writes acceptable and unacceptable sentences from verified words (again for pairs a word of
+    theirs was verified again after, and for flagged pairs, with the reason); then the pair audits run."""
     ws = open_ws(workspace)
     targets = langs(ws, lang)
-    settings = llm_settings(offline, dry_run, batch, concurrency)
-    run = llm_stage(ws, "generate", properties, settings,
-                    lambda c, p, scope: generate_stage(ws, c, targets, scope=scope, progress=p))
+    run = llm_stage(ws, "generate", properties, llm, lambda c, p, scope: generate_stage(
+        ws, c, targets, scope=scope, progress=p, reask_flagged=reask_flagged))
     r = run.result
     report_stage(run, "generated " + ", ".join(f"{k} {v}" for k, v in r.generated.items())
                  + "; flagged " + ", ".join(f"{k} {v}" for k, v in r.flagged.items())
                  + "; waiting for verified words " + ", ".join(f"{k} {v}" for k, v in r.blocked.items()))
-    if not dry_run:  # a dry run generated nothing to audit
-        _audit(ws, targets, properties, settings)
+    if not llm.dry_run:  # a dry run generated nothing to audit
+        _audit(ws, targets, properties, llm)
+    show_steps(ws, stage_steps(ws, "generate", [lg.code for lg in targets], ("--properties", properties) if properties else ()))
 
 
+@llm_options
 def audit(
     lang: str = LangOpt,
     properties: str | None = PropsOpt,
-    offline: bool = OfflineOpt,
-    dry_run: bool = DryRunOpt,
-    batch: bool = BatchOpt,
-    concurrency: int | None = ConcOpt,
     workspace: Path | None = WorkspaceOpt,
+    *,
+    llm: LLMSettings,
 ) -> None:
     """Pair audits of the generated pairs: similarity and negative types, concept occurrences, the LLM judge.
 
     Findings are flagged for curators (`status --flags`); the judge's go to Label Studio with
     `review push --stage judge`."""
     ws = open_ws(workspace)
-    _audit(ws, langs(ws, lang), properties, llm_settings(offline, dry_run, batch, concurrency))
+    _audit(ws, langs(ws, lang), properties, llm)
 
 
 def _audit(ws, targets, properties: str | None, settings) -> None:

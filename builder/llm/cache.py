@@ -25,7 +25,7 @@ from sqlalchemy.exc import DatabaseError
 
 from builder.records import LLMCall
 from builder.workspace import schema as t
-from builder.workspace.store import Workspace, add_missing_columns, as_dicts, engine_for, now, upsert_ignore
+from builder.workspace.store import Workspace, add_missing_columns, as_dicts, engine_for, now, upsert_ignore, upsert_replace
 
 TABLES = (t.llm_calls, t.llm_cache, t.llm_endpoints, t.batches, t.llm_claims)
 
@@ -164,12 +164,12 @@ class LLMCache:
                                                                      t.llm_endpoints.c.model == model)).scalar()
 
     def record_mode(self, endpoint: str, model: str, mode: str, refusals: dict[str, str]) -> None:
-        """Remember the mode an endpoint and model accept, and the server's words refusing the stronger ones."""
+        """Remember the mode an endpoint and model accept, and the server's words refusing the stronger ones.
+
+        One upsert: workers that probe a new endpoint at once each record it, the last probe's row stays."""
         with self.engine.begin() as conn:
-            conn.execute(t.llm_endpoints.delete().where(t.llm_endpoints.c.endpoint == endpoint,
-                                                        t.llm_endpoints.c.model == model))
-            conn.execute(t.llm_endpoints.insert().values(endpoint=endpoint, model=model, mode=mode, refusals=refusals,
-                                                         probed_at=now()))
+            upsert_replace(conn, t.llm_endpoints, [dict(endpoint=endpoint, model=model, mode=mode, refusals=refusals,
+                                                        probed_at=now())])
 
     def endpoints(self) -> list[dict[str, Any]]:
         """Every endpoint and model probed, with its mode and refusals."""

@@ -11,17 +11,24 @@ the cache for this endpoint and model, or else the strongest one a tiny probe re
 recorded then. Should the server later refuse the recorded mode (another server behind the same URL),
 the client moves to the next weaker mode and sends the refused requests again in it. Every request
 carries a `max_tokens` derived from what it asks for; mode and `max_tokens` are stored with the call.
+
+The model is settled before that, once: the one set, or else the one the endpoint serves
+(`builder.llm.served`), so that the model recorded and priced with each call is the one that did the
+work. How many requests go out at once, and how many items each asks for, start at the settings
+and are lowered for a server seen to queue (`builder.llm.pacing`), saying so.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import random
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass, field
+from collections import deque
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any, Generic, TypeVar
 
 import httpx2
@@ -30,13 +37,14 @@ from pydantic import BaseModel, ValidationError
 
 from builder.llm import endpoint
 from builder.llm.cache import LLMCache, Worker
-from builder.llm.config import LLMSettings
+from builder.llm.config import RECORDED_AS, LLMSettings
 from builder.llm.items import (
     BatchCheck,
     ItemProblem,
     ItemsOutcome,
     Rejected,
     accept_all,
+    earlier_message,
     followup_message,
     item_list,
     json_reply,
@@ -53,13 +61,16 @@ from builder.llm.modes import (
     weaker,
     wire_messages,
 )
+from builder.llm.pacing import Pacer
 from builder.llm.pricing import cost_usd, estimate_tokens
 from builder.llm.schema import strict_schema
+from builder.llm.served import NoModel, hosted_default, served_model
 from builder.records import LLMCall
 from builder.workspace.store import now
 
 T = TypeVar("T", bound=BaseModel)
 V = TypeVar("V")
+X = TypeVar("X")
 
 RETRYABLE = (openai.RateLimitError, openai.InternalServerError, openai.APIConnectionError)
 OPEN_BATCH = ("validating", "in_progress", "finalizing", "cancelling")  # the server is still working on it
@@ -69,6 +80,9 @@ PROBE_MESSAGES = [{"role": "user", "content": 'Reply with the JSON object {"ok":
 PROBE_SCHEMA = {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"], "additionalProperties": False}
 CLAIM_MARGIN_S = 30.0  # a claim lasts one time-out and this (clock skew between workers' machines, database latency)
 CLAIM_POLL_MAX_S = 1.0  # how often, at most, a worker waiting on another's claim looks for its reply
+DROPPED = ("missing", "wrong id")  # what a reply that lost track of a long list leaves its items with
+
+log = logging.getLogger(__name__)
 
 
 class LLMError(RuntimeError):
@@ -175,13 +189,18 @@ class Stats:
     probes: int = 0  # requests that found the structured-output mode
     by_error: dict[str, int] = field(default_factory=dict)
     cost_usd: float = 0.0  # of the calls stored in this run whose price is known
-    unpriced: dict[str, int] = field(default_factory=dict)  # model not in the price table -> calls stored
+    unpriced: dict[str, int] = field(default_factory=dict)  # model with no price at this endpoint -> calls stored
+    notices: list[str] = field(default_factory=list)  # what the client decided by itself: the model, lower limits
 
 
 class LLMClient:
-    def __init__(self, cache: LLMCache, settings: LLMSettings, *, http_client: httpx2.AsyncClient | None = None):
+    """`say` hears what the client decides by itself (the model it found, limits it lowered); the log by default."""
+
+    def __init__(self, cache: LLMCache, settings: LLMSettings, *, http_client: httpx2.AsyncClient | None = None,
+                 say: Callable[[str], None] | None = None):
         self.cache = cache
         self.settings = settings
+        self._say = say or log.warning
         self.stats = Stats()
         self.plan = Plan()
         self.deferred: dict[str, tuple[Request, dict]] = {}
@@ -191,29 +210,91 @@ class LLMClient:
         self._mode_lock = asyncio.Lock()
         self._mode_error: LLMError | None = None  # the probe failed for good: every request fails with it
         self._reached = False  # a reply came: a connection error from now on is transient
-        self._sem = asyncio.Semaphore(settings.concurrency)
+        self._model_lock = asyncio.Lock()
+        self._model_error: LLMError | None = None
+        self._pacer = Pacer(settings.concurrency, settings.items_per_request, settings.endpoint, self._notice)
         if http_client is None and settings.mode == "recording":
             from builder.llm.recording import ReplayTransport
 
             http_client = httpx2.AsyncClient(transport=ReplayTransport.from_file(settings.recording_path))
-        base_url, query = endpoint.split_query(settings.base_url)  # a key in the query goes with every request
+        self.credentials = endpoint.credentials(settings.base_url, settings.api_key.get_secret_value() if settings.api_key else None)
+        options = self.credentials.sdk_options()
+        if settings.mode == "recording" and not options["base_url"]:
+            options["base_url"] = "http://recording.invalid/v1"
         self._sdk = openai.AsyncOpenAI(
-            base_url=base_url or ("http://recording.invalid/v1" if settings.mode == "recording" else None),
-            default_query=query or None,
-            api_key=settings.api_key.get_secret_value() if settings.api_key else "recording",
+            **options,
             timeout=settings.timeout_s,
             max_retries=0,  # retries are ours: bounded, jittered, Retry-After aware, and counted
             http_client=http_client,
         )
         self.source = "recording" if settings.mode == "recording" else "api"
+        self.priced_at = None if settings.mode == "recording" else settings.endpoint  # replays are priced nowhere
         self.worker = Worker.current()  # whose claims are whose
 
     async def aclose(self) -> None:
         await self._sdk.close()
 
+    @property
+    def concurrency(self) -> int:
+        """Requests in flight at once, at most: the setting, or lower once the server was seen queueing."""
+        return self._pacer.concurrency
+
+    @property
+    def items_per_request(self) -> int:
+        """Items a stage asks for in one request, at most: the setting, or lower once replies dropped items."""
+        return self._pacer.items_per_request
+
+    def _notice(self, message: str) -> None:
+        self.stats.notices.append(message)
+        self._say(message)
+
+    # -- the model ----------------------------------------------------------------------------------
+
+    async def named_model(self) -> str:
+        """The model requests name, settled once before the first: the one set; a replayed recording's; the
+        hosted API's documented default; with `--offline` or `--dry-run`, the one this endpoint's replies were
+        cached for; else the one the endpoint serves (a dry run asks its /models too: a listing, no completion).
+        `LLMError` when none of these names exactly one."""
+        if self.settings.model is None:
+            async with self._model_lock:
+                if self._model_error is not None:
+                    raise self._model_error
+                if self.settings.model is None:
+                    try:
+                        model, how = await self._find_model()
+                    except LLMError as exc:
+                        self._model_error = exc  # every request fails with it, none asks the endpoint again
+                        raise
+                    self.settings = self.settings.model_copy(update={"model": model})
+                    if how:
+                        self._notice(f"model {model}: {how}")
+        return self.settings.model
+
+    async def _find_model(self) -> tuple[str, str | None]:
+        """The model to name, and how it was found when the endpoint told (None: nothing worth saying)."""
+        url = self.settings.endpoint
+        if self.settings.mode == "recording":
+            return RECORDED_AS, None
+        default = hosted_default(self.settings.base_url)
+        if default is not None:
+            return default, None
+        if self.settings.offline or self.settings.dry_run:
+            models = sorted({e["model"] for e in self.cache.endpoints() if e["endpoint"] == url})
+            if len(models) == 1:
+                return models[0], f"the one model whose replies from {url} are cached"
+        if self.settings.offline:
+            raise CacheMissError(f"--offline: no model is set and the cache holds replies of {len(models) or 'no'} "
+                                 f"model(s) from {url}{' (' + ', '.join(models) + ')' if models else ''}: "
+                                 "set BUILDER_LLM_MODEL or --model")
+        try:
+            return await served_model(self._sdk, url), f"the one model {url} serves (its /models)"
+        except NoModel as exc:
+            raise LLMError(self._scrub(str(exc))) from exc
+
     # -- public API ---------------------------------------------------------------------------------
 
     def key(self, req: Request, schema: type[BaseModel]) -> str:
+        """The request's cache key (the model is settled: see `named_model`)."""
         return request_key(self.settings.model, req.as_messages(), req.schema_name, strict_schema(schema), self.settings.temperature)
 
     async def ask(self, req: Request, schema: type[T]) -> Reply[T] | None:
@@ -231,6 +312,7 @@ class LLMClient:
         check: BatchCheck = accept_all,
         instruction: str = "",
         context_ids: Iterable[str] = (),
+        earlier: Mapping[str, str] | None = None,
     ) -> ItemsOutcome[V]:
         """Ask for several items at once until each is accepted or the re-asks run out.
 
@@ -242,7 +324,8 @@ class LLMClient:
         conversation (`instruction` says how to fix them). Every follow-up counts in `stats.reasks`.
         A request the endpoint gives up for good (`RequestFailed`) flags the items still wanted with
         the server's reason. `context_ids` are ids the request shows without asking for them: answers
-        for them are ignored rather than taken as wrong ids.
+        for them are ignored rather than taken as wrong ids. `earlier` holds, for items an earlier run gave
+        up on (`builder.flags.Retries.earlier`), why: the first request's last message says it, in every stage.
         Being deterministic in the replies, a resumed run rebuilds the same follow-ups and finds them
         in the cache.
         """
@@ -250,6 +333,10 @@ class LLMClient:
         order = list(dict.fromkeys(wanted))
         known = {*order, *context_ids}
         todo = set(order)
+        shown = {item_id: why for item_id, why in (earlier or {}).items() if item_id in todo}
+        if shown:
+            role, content = req.messages[-1]
+            req = replace(req, messages=req.messages[:-1] + ((role, content + earlier_message(shown)),))
         accepted: dict[str, V] = {}
         problems: dict[str, ItemProblem] = {}
         call_id = text = None
@@ -293,6 +380,7 @@ class LLMClient:
         The key adds the decoding settings to the messages, so sampled runs with different seeds are
         cached apart and a greedy re-run is free.
         """
+        await self.named_model()
         temp = self.settings.temperature if temperature is None else temperature
         decoding = {"max_tokens": max_tokens, **({"seed": seed} if seed is not None else {})}
         key = text_request_key(self.settings.model, req.as_messages(), decoding, temp)
@@ -312,10 +400,41 @@ class LLMClient:
         got = await self._once(key, send)
         return TextReply(got.text, got.call_id)
 
+    async def in_chunks(self, items: Sequence[X], ask: Callable[[list[X]], Awaitable[ItemsOutcome | None]],
+                        item_id: Callable[[X], str]) -> None:
+        """Ask for `items` a chunk at a time, each of the current items per request, as many at once as the
+        concurrency allows.
+
+        Chunks are cut in order from `items`, so a run with the same limits rebuilds the same requests
+        (and finds them in the cache). `ask` sends one chunk and returns its outcome (None: nothing of it
+        was wanted). A reply that dropped at least half of its chunk lowers the items per request
+        (`note_outcome`); the items it dropped then go back to be asked again in chunks of the new size.
+        """
+        todo = deque(items)
+
+        async def worker(n: int) -> None:
+            while todo and n < self.concurrency:  # a worker beyond a lowered limit takes no more chunks
+                chunk = [todo.popleft() for _ in range(min(self.items_per_request, len(todo)))]
+                outcome = await ask(chunk)
+                if outcome is None or outcome.deferred:
+                    continue
+                self.note_outcome(outcome)
+                if len(chunk) > self.items_per_request:
+                    todo.extend(x for x in chunk if item_id(x) in outcome.flags and outcome.flags[item_id(x)].kind in DROPPED)
+
+        while todo:  # items dropped back after the workers beyond a lowered limit stopped
+            await asyncio.gather(*(worker(n) for n in range(self.concurrency)))
+
+    def note_outcome(self, outcome: ItemsOutcome) -> None:
+        """Lower the items per request when the items given up on were mostly dropped from the replies."""
+        dropped = sum(problem.kind in DROPPED for problem in outcome.flags.values())
+        self._pacer.dropped(len(outcome.accepted) + len(outcome.flags), dropped)
+
     # -- the structured-output mode -----------------------------------------------------------------
 
     async def structured_mode(self) -> Mode:
         """The mode structured requests go out in: settled once, before the first one is sent."""
+        await self.named_model()
         if self.mode is None:
             async with self._mode_lock:
                 if self._mode_error is not None:
@@ -380,7 +499,7 @@ class LLMClient:
         call = LLMCall(
             id="call_" + uuid.uuid4().hex[:20], request_key=key, model=model, prompt_hash=req.prompt_hash,
             stage=req.stage, lang=req.lang, source=source, tokens_in=tin, tokens_out=tout, latency_ms=latency_ms,
-            cost_usd=cost_usd(model, tin, tout, batch=source == "batch"), created_at=now(), mode=mode,
+            cost_usd=cost_usd(model, tin, tout, endpoint=self.priced_at, batch=source == "batch"), created_at=now(), mode=mode,
             max_tokens=max_tokens,
         )
         self.cache.put(call, {"messages": req.as_messages(), "schema": req.schema_name}, response)
@@ -394,6 +513,7 @@ class LLMClient:
 
     async def _reply_text(self, req: Request, schema: type[BaseModel]) -> _Got | None:
         """A structured request's reply, from the cache or the endpoint; None when deferred."""
+        await self.named_model()
         key = self.key(req, schema)
         cached = self._cached(key)
         if cached is not None:
@@ -479,7 +599,7 @@ class LLMClient:
         while True:
             body: dict[str, Any] = {}
             try:
-                async with self._sem:
+                async with self._pacer.slot() as ticket:
                     if claim is not None and not self._claim(claim):
                         raise _Elsewhere
                     body = make_body()
@@ -487,11 +607,16 @@ class LLMClient:
                     self.stats.sent += 1
                     # The SDK's own request path (auth, errors, time-outs) with our body as is: its typed
                     # parameter transform costs milliseconds of CPU per call and changes nothing here.
-                    response = await self._sdk.post("/chat/completions", body=body, cast_to=object)
+                    try:
+                        response = await self._sdk.post("/chat/completions", body=body, cast_to=object)
+                    except openai.APITimeoutError:
+                        self._pacer.timed_out(ticket)
+                        raise
                     latency = (time.perf_counter() - started) * 1000
+                    if not isinstance(response, dict):
+                        response = {"choices": [{"message": {"content": str(response)}}]}
+                    self._pacer.replied(latency / 1000, _completion_tokens(response))
                 self._reached = True
-                if not isinstance(response, dict):
-                    response = {"choices": [{"message": {"content": str(response)}}]}
                 return body, response, latency
             except openai.APIError as exc:
                 refused = refusal(exc)
@@ -527,7 +652,7 @@ class LLMClient:
             return (f"{what} to {url} timed out {attempts} times ({self.settings.timeout_s:g} s each): a server that "
                     "answers one request at a time needs a lower --concurrency or a longer BUILDER_LLM_TIMEOUT")
         if isinstance(exc, (openai.AuthenticationError, openai.PermissionDeniedError)):
-            return endpoint.key_refused(url, exc.status_code)
+            return endpoint.key_refused(url, exc.status_code, self.credentials)
         if isinstance(exc, openai.NotFoundError):
             return await endpoint.not_found(self._sdk, url, self.settings.model)
         if isinstance(exc, RETRYABLE):
@@ -572,7 +697,7 @@ class LLMClient:
         self.plan.tokens_out += req.expected_output_tokens
         if len(self.plan.samples) < PLAN_SAMPLES:
             self.plan.samples.append(body)
-        cost = cost_usd(self.settings.model, tin, req.expected_output_tokens, batch=self.settings.batch)
+        cost = cost_usd(self.settings.model, tin, req.expected_output_tokens, endpoint=self.priced_at, batch=self.settings.batch)
         if cost is None:
             self.plan.cost_known = False
         else:
@@ -678,6 +803,13 @@ def _content(response: dict) -> str:
         return response["choices"][0]["message"]["content"] or ""
     except (KeyError, IndexError, TypeError):
         return ""
+
+
+def _completion_tokens(response: dict) -> int:
+    try:
+        return int((response.get("usage") or {}).get("completion_tokens") or 0)
+    except (TypeError, ValueError):
+        return 0
 
 
 def _cut_off(response: dict) -> bool:

@@ -10,14 +10,17 @@ from pydantic import BaseModel, Field, SecretStr
 from builder.llm.endpoint import redact_url
 from builder.paths import sample_dir
 
-DEFAULT_MODEL = "gpt-4o-2024-08-06"
+# The model the bundled recording's requests name (their keys hold it); its replies name `sample-recording`,
+# which is what replayed calls record.
+RECORDED_AS = "gpt-4o-2024-08-06"
 
 
 class LLMSettings(BaseModel):
     base_url: str | None = None
     api_key: SecretStr | None = None
-    model: str = DEFAULT_MODEL
-    concurrency: int = Field(16, ge=1)
+    model: str | None = None  # None: the endpoint's own (`builder.llm.served`), settled before the first request
+    concurrency: int = Field(16, ge=1)  # at most; lowered for a server seen queueing (`builder.llm.pacing`)
+    items_per_request: int = Field(10, ge=1)  # at most, for the stages that ask for several items at once
     timeout_s: float = Field(60.0, gt=0)
     max_retries: int = Field(8, ge=0)
     max_reasks: int = Field(4, ge=0)
@@ -47,7 +50,7 @@ class LLMSettings(BaseModel):
         values: dict = {
             "base_url": env.get("OPENAI_BASE_URL") or None,
             "api_key": env.get("OPENAI_API_KEY") or ("not-needed" if live else None),
-            "model": env.get("BUILDER_LLM_MODEL", DEFAULT_MODEL),
+            "model": env.get("BUILDER_LLM_MODEL") or None,
             "mode": "api" if live else "recording",
         }
         if not live:

@@ -6,19 +6,30 @@ and reports. The error messages name that URL and the likely fix: a missing `/v1
 server does not serve (with the names `/v1/models` offers), a server that is not running, a key
 refused. Keys are never echoed, not even the masked form some servers put in their error bodies.
 The HTTP client's own log (every request's URL, at INFO) goes through `RedactedURLs`.
+
+Each credential goes where its owner meant it (`credentials`): the key (`OPENAI_API_KEY`) as the
+SDK's Bearer token; the user and password of a base URL as HTTP Basic auth, and only where no key is
+set, since one `Authorization` header carries one credential: when both are given, the key wins and
+the URL's user and password are sent nowhere (docs/troubleshooting.md). A refusal says which was sent.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import logging
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from dataclasses import dataclass
+from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
 import httpx2
 import openai
 
 DEFAULT_URL = "https://api.openai.com/v1"  # the SDK's default when no base URL is set
 PUBLIC_QUERY = frozenset({"api-version"})  # query parameters known to hold no secret
+NO_KEY = "not-needed"  # what the SDK is given where no key is set: it insists on one, local servers ask for none
+KEY = "the key in OPENAI_API_KEY (as a Bearer token)"
+USER_PASSWORD = "the user and password in OPENAI_BASE_URL (as HTTP Basic auth)"
+NOTHING = "no credential (OPENAI_API_KEY is not set)"
 
 
 def redact_url(url: str | None) -> str:
@@ -40,6 +51,39 @@ def split_query(url: str | None) -> tuple[str | None, dict[str, str]]:
         return url, {}
     parts = urlsplit(url)
     return urlunsplit((parts.scheme, parts.netloc, parts.path, "", "")), dict(parse_qsl(parts.query, keep_blank_values=True))
+
+
+@dataclass(frozen=True)
+class Credentials:
+    """What the SDK is given for one endpoint, and which credential that sends (`sent`, for errors)."""
+
+    base_url: str | None  # without user, password or query: the HTTP client never sees them
+    query: dict[str, str]  # the base URL's query, sent with every request (Azure's `api-key`, `api-version`)
+    api_key: str  # the SDK's Bearer token
+    headers: dict[str, str]  # an Authorization header that replaces the Bearer token (Basic auth from the URL)
+    sent: str
+    unsent: bool  # the URL holds a user or password that goes nowhere (a key was given)
+
+    def sdk_options(self) -> dict:
+        """Keyword arguments for `openai.AsyncOpenAI`."""
+        return {"base_url": self.base_url, "default_query": self.query or None, "api_key": self.api_key,
+                "default_headers": self.headers or None}
+
+
+def credentials(url: str | None, key: str | None) -> Credentials:
+    """The key as a Bearer token when one is set, else the URL's user and password as Basic auth (else nothing)."""
+    bare, query = split_query(url)
+    user = password = None
+    if bare:
+        parts = urlsplit(bare)
+        if "@" in parts.netloc:
+            user, password = unquote(parts.username or ""), unquote(parts.password or "")
+            bare = urlunsplit(parts._replace(netloc=parts.netloc.rsplit("@", 1)[1]))
+    has_key = bool(key) and key != NO_KEY
+    if has_key or user is None:
+        return Credentials(bare, query, key or NO_KEY, {}, KEY if has_key else NOTHING, unsent=user is not None)
+    basic = base64.b64encode(f"{user}:{password}".encode()).decode("ascii")
+    return Credentials(bare, query, NO_KEY, {"Authorization": f"Basic {basic}"}, USER_PASSWORD, unsent=False)
 
 
 def scrub(text: str, url: str | None, key: str | None) -> str:
@@ -68,11 +112,18 @@ def unreachable(url: str, cause: BaseException | None) -> str:
             "(scheme, host, port)?")
 
 
-def key_refused(url: str, status: int) -> str:
+def key_refused(url: str, status: int, creds: Credentials) -> str:
+    """A 401 or 403, naming the endpoint, the credential that was sent and the one that was not."""
     if status == 403:
-        return f"the LLM endpoint {url} refused access (HTTP 403): check that the key in OPENAI_API_KEY may use this model"
-    return (f"the LLM endpoint {url} refused the API key (HTTP {status}): set OPENAI_API_KEY to a key it accepts "
-            "(a local server started without a key accepts any)")
+        fix = "check that it may use this model"
+    elif creds.sent == USER_PASSWORD:
+        fix = "correct them in OPENAI_BASE_URL, or set OPENAI_API_KEY if the server wants a key (it is then sent instead)"
+    else:
+        fix = "set OPENAI_API_KEY to a key it accepts (a local server started without a key accepts any)"
+    if creds.unsent:
+        fix += ("; the user and password in OPENAI_BASE_URL were not sent, because a key is set and the key wins "
+                "(unset OPENAI_API_KEY to send them as HTTP Basic auth)")
+    return f"the LLM endpoint {url} refused {creds.sent} (HTTP {status}): {fix}"
 
 
 async def not_found(sdk: openai.AsyncOpenAI, url: str, model: str) -> str:

@@ -149,6 +149,12 @@ def followup_message(problems: Mapping[str, ItemProblem], field: str, instructio
             f'Reply again with a JSON object {{"{field}": [...]}} holding only those items.')
 
 
+def earlier_message(reasons: Mapping[str, str]) -> str:
+    """What a run's first request adds for items an earlier run gave up on: each with why, so the model avoids it."""
+    lines = "\n".join(f"- {item_id}: {reason}" for item_id, reason in reasons.items())
+    return f"\n\nAn earlier answer for these items could not be used:\n{lines}\nAvoid the same mistake this time."
+
+
 @dataclass
 class ItemsOutcome(Generic[V]):
     """What the loop ended with: the accepted values (already stored), and the items given up on."""

@@ -18,6 +18,7 @@ import time
 import urllib.request
 from pathlib import Path
 
+from builder.child_env import child_env
 from builder.default_model import gguf_path
 from builder.environments import ToolEnvironment
 
@@ -60,7 +61,8 @@ class LlamaServer:
                # With the cache, a re-ask's conversation start is not evaluated again; scoring echoed prompts turns it off.
                "--cache", "true" if self.prompt_cache else "false"]
         with open(self.log_path, "ab") as log:
-            self._proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+            self._proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                          env=child_env())
         deadline = time.monotonic() + self.start_timeout_s
         while time.monotonic() < deadline:
             if self._proc.poll() is not None:

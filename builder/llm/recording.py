@@ -12,6 +12,7 @@ from pathlib import Path
 
 import httpx2
 
+from builder.files import atomic_write
 from builder.llm.cache import LLMCache
 from builder.llm.keys import canonical, key_from_wire
 
@@ -52,9 +53,11 @@ def export_recording(path: Path, *caches: LLMCache) -> int:
     replies: dict[str, dict] = {}
     for cache in caches:
         replies.update(cache.responses())
-    tmp = path.with_suffix(".tmp")
-    with tmp.open("w", encoding="utf-8") as fh:
-        for key in sorted(replies):
-            fh.write(canonical({"key": key, "response": replies[key]}) + "\n")
-    tmp.replace(path)
+
+    def lines(tmp: Path) -> None:
+        with tmp.open("w", encoding="utf-8") as fh:
+            for key in sorted(replies):
+                fh.write(canonical({"key": key, "response": replies[key]}) + "\n")
+
+    atomic_write(path, lines)
     return len(replies)

@@ -9,7 +9,11 @@ and sentence pairs whose frames differ. It fails as real servers do: a response 
 refused with the status and words of the server it plays (`JSON_SCHEMA_400`, llama.cpp's
 `LLAMA_CPP_500`); a reply longer than `max_tokens` is cut off (`finish_reason: length`); messages
 beyond `context_tokens` get 400 `context_length_exceeded`; a wrong path, model or key gets 404 or
-401; a batch goes through the Batch API's states and ends as
+401. It can play a local server such as llama.cpp's: one that answers to any model name and echoes
+it (`echo_model`), lists the models it serves at /v1/models (`models`: one, several or none), answers
+`slots` requests at a time and queues the rest (a request whose client gave up is still answered, as
+llama.cpp's server cannot cancel one), and, like a small model, answers at most `max_items` of the
+items one request asks for. A batch goes through the Batch API's states and ends as
 `BatchScript` says (completed, failed, expired, cancelled; lines failing; all lines failing, with
 no output file). It counts what it served, so tests can check that a resumed run never asks again
 for an item already answered, how many re-asks it received, and that no batch line was paid twice.
@@ -21,6 +25,7 @@ two concepts, or an M2C question (context and question lines, then an empty answ
 
 from __future__ import annotations
 
+import base64
 import email.parser
 import hashlib
 import json
@@ -29,6 +34,8 @@ import threading
 import time
 import uuid
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -246,6 +253,11 @@ class Stats:
     without_max_tokens: int = 0  # chat requests that set no max_tokens
     batch_replies: Counter = field(default_factory=Counter)  # custom_id -> batch lines answered (and so paid)
     peak_in_flight: int = 0  # the most requests answered at once: what a client's concurrency limit must bound
+    waiting: int = 0  # requests queued for one of the `slots`
+    peak_waiting: int = 0
+    models_listed: int = 0  # GET /v1/models answered
+    models_asked: Counter = field(default_factory=Counter)  # model named -> chat requests naming it
+    dropped: int = 0  # items asked for and left out of a reply (`max_items`)
 
 
 class StandinServer:
@@ -253,7 +265,9 @@ class StandinServer:
 
     def __init__(self, lexicon: Lexicon | None = None, *, latency_s: float = 0.0, faults: Faults | None = None,
                  refusals: dict[str, Refusal] | None = None, batch: BatchScript | None = None,
-                 model: str = "standin-translator", check_model: bool = False, api_key: str | None = None) -> None:
+                 model: str = "standin-translator", check_model: bool = False, api_key: str | None = None,
+                 models: list[str] | None = None, echo_model: bool = False, slots: int | None = None,
+                 max_items: int | None = None) -> None:
         self.lexicon = lexicon or Lexicon()
         self.latency_s = latency_s
         self.faults = faults or Faults()
@@ -261,8 +275,13 @@ class StandinServer:
         self.batch = batch or BatchScript()
         self.model = model
         self.check_model = check_model  # answer only `model` (else any name, as llama.cpp does)
+        self.models = models  # what /v1/models lists [default: `model`]
+        self.echo_model = echo_model  # replies name the model asked for, as llama.cpp's do (else `model`)
+        self.max_items = max_items  # a reply answers at most this many of the items asked (a small model's lapse)
+        self.slots = slots  # requests answered at once; the rest queue
         self.api_key = api_key  # when set, any other bearer token gets 401
         self.context_tokens: int | None = None  # when set, longer messages get 400 context_length_exceeded
+        self.basic_auth: tuple[str, str] | None = None  # when set, (user, password) are wanted as HTTP Basic auth instead
         self.stats = Stats()
         self.hold_after: int | None = None  # after this many good replies, hold further requests
         self.release = threading.Event()
@@ -274,6 +293,15 @@ class StandinServer:
         self._batch_states: dict[str, list[str]] = {}  # batch id -> the states its next polls will see
         self._httpd = _Server(("127.0.0.1", 0), self._handler())
         self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+
+    @property
+    def slots(self) -> int | None:
+        return self._slot_count
+
+    @slots.setter
+    def slots(self, n: int | None) -> None:
+        self._slot_count = n
+        self._slots = threading.Semaphore(n) if n else None
 
     @property
     def base_url(self) -> str:
@@ -289,6 +317,20 @@ class StandinServer:
         self._httpd.server_close()
 
     # -- answering ----------------------------------------------------------------------------------
+
+    @contextmanager
+    def _queued(self) -> Iterator[None]:
+        """Hold a request until one of the `slots` is free (at once without slots), counting the queue."""
+        if self._slots is None:
+            yield
+            return
+        with self._lock:
+            self.stats.waiting += 1
+            self.stats.peak_waiting = max(self.stats.peak_waiting, self.stats.waiting)
+        with self._slots:
+            with self._lock:
+                self.stats.waiting -= 1
+            yield
 
     def _pick_fault(self, raw: bytes) -> str | None:
         if self.faults.rate <= 0:
@@ -314,6 +356,10 @@ class StandinServer:
         lang = _CODE.search(first).group(1)
         asked = set(_IDS.findall(last)) if last is not first else set()
         items = [i for i in block if not asked or i["id"] in asked]
+        if self.max_items is not None and len(items) > self.max_items:
+            with self._lock:
+                self.stats.dropped += len(items) - self.max_items
+            items = items[: self.max_items]
         if count:
             with self._lock:
                 for it in items:
@@ -359,7 +405,7 @@ class StandinServer:
         text = text[: 4 * limit] if cut else text
         return {
             "id": "chatcmpl-" + uuid.uuid4().hex[:24], "object": "chat.completion", "created": int(time.time()),
-            "model": self.model,
+            "model": body.get("model", self.model) if self.echo_model else self.model,
             "choices": [{"index": 0, "finish_reason": "length" if cut else "stop",
                          "message": {"role": "assistant", "content": text}}],
             "usage": {"prompt_tokens": len(json.dumps(body["messages"])) // 4, "completion_tokens": len(text) // 4,
@@ -396,11 +442,13 @@ class StandinServer:
                 return self.path.split("?", 1)[0]
 
             def _refused(self) -> bool:
-                """Answer 404 off /v1 (as FastAPI servers do) and 401 to a wrong key; True when it did."""
+                """Answer 404 off /v1 (as FastAPI servers do) and 401 to a wrong key (or user and password); True when it did."""
                 if not self.route.startswith("/v1/"):
                     self._json(404, {"detail": "Not Found"})
                     return True
-                if srv.api_key is not None and self.headers.get("Authorization") != f"Bearer {srv.api_key}":
+                wanted = (None if srv.api_key is None else f"Bearer {srv.api_key}") if srv.basic_auth is None else (
+                    "Basic " + base64.b64encode(":".join(srv.basic_auth).encode()).decode("ascii"))
+                if wanted is not None and self.headers.get("Authorization") != wanted:
                     self._json(401, {"error": {"message": "Incorrect API key provided: sk-***.", "type": "invalid_request_error",
                                                "param": None, "code": "invalid_api_key"}})
                     return True
@@ -422,7 +470,11 @@ class StandinServer:
                 if self._refused():
                     return
                 if self.route == "/v1/models":
-                    return self._json(200, {"object": "list", "data": [{"id": srv.model, "object": "model", "owned_by": "standin"}]})
+                    with srv._lock:
+                        srv.stats.models_listed += 1
+                    served = [srv.model] if srv.models is None else srv.models
+                    return self._json(200, {"object": "list", "data": [{"id": m, "object": "model", "owned_by": "standin"}
+                                                                       for m in served]})
                 m = re.search(r"^/v1/batches/([^/]+)$", self.route)
                 if m:
                     return self._get_batch(m.group(1))
@@ -442,12 +494,13 @@ class StandinServer:
                 fmt = (body.get("response_format") or {}).get("type")
                 with srv._lock:
                     srv.stats.calls += 1
+                    srv.stats.models_asked[body.get("model")] += 1
                     srv.stats.followups += any(m["role"] == "assistant" for m in body["messages"])
                     srv.stats.without_max_tokens += "max_tokens" not in body
                     srv.stats.probes += _probe(body)
                     if fmt in srv.refusals:
                         srv.stats.refused[fmt] += 1
-                if srv.check_model and body.get("model") != srv.model:
+                if srv.check_model and body.get("model") not in ([srv.model] if srv.models is None else srv.models):
                     return self._json(404, {"error": {"message": f"The model `{body.get('model')}` does not exist or you do "
                                                                  "not have access to it.", "type": "invalid_request_error",
                                                       "param": None, "code": "model_not_found"}})
@@ -471,7 +524,8 @@ class StandinServer:
                     self.close_connection = True
                     return
                 try:
-                    self._answer_chat(raw, body)
+                    with srv._queued():
+                        self._answer_chat(raw, body)
                 finally:
                     with srv._lock:
                         srv.stats.in_flight -= 1
@@ -613,9 +667,13 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--latency", type=float, default=0.0, help="seconds per reply")
     parser.add_argument("--answers", type=Path, help="folder of <lang>.jsonl answer files")
+    parser.add_argument("--slots", type=int, help="answer this many requests at a time and queue the rest (llama.cpp: 1)")
+    parser.add_argument("--max-items", type=int, help="answer at most this many of the items a request asks for")
+    parser.add_argument("--model", action="append", help="a model /v1/models lists (repeatable); replies echo the name asked")
     args = parser.parse_args(argv)
     lexicon = Lexicon.from_answers(args.answers) if args.answers else Lexicon()
-    with StandinServer(lexicon, latency_s=args.latency) as server:
+    local = {"models": args.model, "echo_model": True} if args.model else {}
+    with StandinServer(lexicon, latency_s=args.latency, slots=args.slots, max_items=args.max_items, **local) as server:
         print(server.base_url, flush=True)
         signal.sigwait({signal.SIGTERM, signal.SIGINT})
 

@@ -5,10 +5,20 @@ NFC, case, whitespace, punctuation, any script's decimal digits, Arabic vowel ma
 the same number in words or digits (where the language has a number table), or when it matches an
 alternative given as `re:<pattern>`. A reply that is another form of the gold lexeme (`answer_forms`: "Два" for "Две",
 "Isoäidilleni" for "Isoäidilläni") is a morphological error rather than a plain miss (M2C paper §7.3).
+
+Elliptical and whole-sentence replies count alike, in every language, by one rule: a reply is also
+correct when it holds the gold answer (or an accepted variant) and otherwise only words of the
+question, in any of their forms, and the language's reply words (`replies.words`: pronouns, copulas,
+"the answer is"), keeping the question's negation and adding none: "The cup is behind the bed." and
+"It's behind the bed." for "Behind the bed.", "John is not a doctor." for "John.", but neither "John is a
+doctor." nor "Not John.". A sentence built around another form of the gold lexeme is a morphological
+error. A language's `replies.wrong` patterns are forms that are never right (Chinese 二 before a
+measure word): such a reply naming the right number is a morphological error, not a match.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import unicodedata
 from collections.abc import Mapping
@@ -19,7 +29,7 @@ from pydantic import BaseModel
 
 from builder.m2c.language import Language, load_language
 
-How = Literal["exact", "normalised", "alternative", "numeral", "regex", "morphological", "miss"]
+How = Literal["exact", "normalised", "alternative", "numeral", "regex", "sentence", "morphological", "miss"]
 
 
 class Verdict(BaseModel):
@@ -76,7 +86,8 @@ def _get(test: Any, key: str):
 
 
 def validate(reply: str, test: Any, language: str | Language) -> Verdict:
-    """Judge a reply against a test (an `M2CTest` or a release row with answer, alternatives, answer_forms)."""
+    """Judge a reply against a test (an `M2CTest` or a release row with answer, alternatives, answer_forms
+    and question)."""
     lang = load_language(language) if isinstance(language, str) else language
     answer = _get(test, "answer")
     alternatives = list(_get(test, "alternatives") or [])
@@ -92,11 +103,83 @@ def validate(reply: str, test: Any, language: str | Language) -> Verdict:
     for form in forms:
         if normalise(form, lang) == r:
             return Verdict(correct=False, morphological_error=True, matched=form, how="morphological")
+    wrong = any(p.search(r) for p in lang.replies.wrong)
     rn = normalise(reply, lang, numbers=True)
     for gold in golds:
         if normalise(gold, lang, numbers=True) == rn:
+            if wrong:
+                return Verdict(correct=False, morphological_error=True, matched=gold, how="morphological")
             return Verdict(correct=True, morphological_error=False, matched=gold, how="numeral")
     for pattern in regexes:
         if re.fullmatch(pattern, reply.strip(), re.I) or re.fullmatch(pattern, r, re.I):
             return Verdict(correct=True, morphological_error=False, matched="re:" + pattern, how="regex")
+    question = test.get("question") if isinstance(test, Mapping) else getattr(test, "question", "")
+    if question:  # the longest answer the sentence states decides ("He was a engineer": not "engineer"), then
+        # words as written over numbers read as digits ("Queda una.": the wrong gender, not "1"), then the gold
+        found = [(span, not numbers, right, c) for numbers in (False, True) for right, cands in ((True, golds), (False, forms))
+                 for c in cands if (span := _in_sentence(reply, c, question, lang, numbers))]
+        if found:
+            *_, right, c = max(found, key=lambda x: x[:3])
+            if right and not wrong:
+                return Verdict(correct=True, morphological_error=False, matched=c, how="sentence")
+            return Verdict(correct=False, morphological_error=True, matched=c, how="morphological")
     return Verdict(correct=False, morphological_error=False, matched=None, how="miss")
+
+
+def _tokens(text: str, lang: Language, numbers: bool) -> list[list[str]]:
+    """Words of a text, per stretch between punctuation marks (characters where words are not spaced)."""
+    out = []
+    pieces = "".join("\n" if unicodedata.category(ch)[0] in "PS" else ch for ch in unicodedata.normalize("NFC", text))
+    for piece in pieces.split("\n"):
+        words = normalise(piece, lang, numbers=numbers).split()
+        if not lang.spaced:
+            words = [ch for w in words for ch in (re.findall(r"\d+|\D", w))]
+        if words:
+            out.append(words)
+    return out
+
+
+def _akin(word: str, other: str, spaced: bool) -> bool:
+    """The same word, or (spaced languages) another form of it: a shared stem of four letters or more
+    that leaves at most two letters of the shorter word (груши ~ груш, queda ~ quedan)."""
+    if word == other:
+        return True
+    if not spaced or min(len(word), len(other)) < 4:
+        return False
+    stem = len(os.path.commonprefix([word, other]))
+    return stem >= 4 and stem >= min(len(word), len(other)) - 2
+
+
+def _in_sentence(reply: str, candidate: str, question: str, lang: Language, numbers: bool) -> int:
+    """How many words of the reply the candidate is, when the reply states it in a sentence made of the
+    question's words (see the module); 0 when it does not."""
+    said = [w for part in _tokens(reply, lang, numbers) for w in part]
+    cand = [w for part in _tokens(candidate, lang, numbers) for w in part]
+    if not cand or len(cand) >= len(said):
+        return 0
+    at = next((i for i in range(len(said) - len(cand) + 1) if said[i:i + len(cand)] == cand), -1)
+    if at < 0:
+        return 0
+    rest = said[:at] + said[at + len(cand):]
+    asked = _tokens(question, lang, numbers)
+    words = {w for part in asked for w in part}
+    negation = lang.replies.negation
+    negated = any(w in negation for w in words)
+    scope = {w for part in asked for i, n in enumerate(part) if n in negation for w in part[i + 1:]}
+    for w in rest:
+        if w in negation:
+            if not negated:
+                return 0
+        elif w not in lang.replies.words and not any(_akin(w, q, lang.spaced) for q in words):
+            return 0
+    before = at - 1
+    while before >= 0 and said[before] in lang.replies.words:
+        before -= 1
+    if before >= 0 and said[before] in negation:  # "Not the camera.": the negation is the answer's
+        return 0
+    for i, w in enumerate(said):  # a negation negates what the question's does ("John is not a doctor", "John isn't")
+        if w in negation and i < len(said) - 1 and not any(_akin(x, q, lang.spaced) for x in said[i + 1:] for q in scope):
+            return 0
+    dropped = not any(w in negation for w in rest) and any(  # "John is a doctor." for "Who is not a doctor?"
+        _akin(w, q, lang.spaced) for w in rest if w not in lang.replies.words for q in scope)
+    return 0 if dropped else len(cand)

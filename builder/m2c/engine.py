@@ -745,7 +745,7 @@ class Template:
             elif op[0] == "mention":
                 m = self.mentions[op[1]]
                 table = self.vars[m.var].pool.tables[choice[m.var]]
-                alts = [self._modify(form, op[2]) for form, ok in table.values() if ok]
+                alts = [self._modify(form, op[2]) for form, ok in table.values() if ok and form]  # dropping a word is no form
             elif op[0] == "call":
                 value = self._call_value(op[1], combo, choice)
                 if isinstance(value, Forms):

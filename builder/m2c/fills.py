@@ -4,24 +4,24 @@ The needs come from the templates themselves: every lexicon reference names its 
 feature bundles it renders. Bundles already in the workspace lexicon (from UniMorph, or proposed
 before) are not asked again, so a re-run resumes; rejected forms are asked again. Replies are
 validated per lemma (the client's re-ask loop); a lemma whose reply misses a bundle is asked again
-for that lemma only, and flagged with the reason when the re-asks run out.
+for that lemma only, and flagged with the reason when the re-asks run out. A later run asks it again,
+with the reason (`builder.flags.Retries`), until it waits for a person.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from pydantic import BaseModel, Field, field_validator
 
-from builder.flags import clear_flags, record_flags
+from builder.flags import Retries, clear_flags, record_given_up, retries
 from builder.llm.client import LLMClient, Request
-from builder.llm.items import Rejected, per_item
+from builder.llm.items import ItemsOutcome, Rejected, per_item
 from builder.m2c.engine import Lexeme
 from builder.m2c.language import LanguageDataError, load_language
-from builder.m2c.lexicon import canonical, forms_of, store_proposed_forms
+from builder.m2c.lexicon import canonical, forms_of, lemma_id, store_proposed_forms
 from builder.m2c.template_files import LexiconRef, load_file, template_files
 from builder.prompts import load
 from builder.records import Language as LanguageRecord
@@ -58,7 +58,7 @@ class Need:
 
     @property
     def id(self) -> str:
-        return "l_" + hashlib.blake2b(f"{self.lang}\x1f{self.lemma}".encode(), digest_size=6).hexdigest()
+        return lemma_id(self.lang, self.lemma)
 
 
 @dataclass
@@ -109,31 +109,36 @@ def request_for(lang: LanguageRecord, chunk: list[Need]) -> Request:
 
 
 async def propose_forms(ws: Workspace, client: LLMClient, lang: LanguageRecord, todo: list[Need], *,
-                        per_request: int = 10) -> FillSummary:
-    """Ask for the missing forms, `per_request` lemmas at a time; store each valid lemma at once."""
+                        reask_flagged: bool = False) -> FillSummary:
+    """Ask for the missing forms, `client.items_per_request` lemmas at a time; store each valid lemma at once. Flagged
+    lemmas are asked again with their reason until they wait for a person (or, with `reask_flagged`, even then)."""
+    flagged = retries(ws, "fill", lang.code, everything=reask_flagged)
+    todo = [n for n in todo if flagged.asks(n.id)]
     summary = FillSummary(lemmas=len(todo))
     language = load_language(lang.code)
-    for start in range(0, len(todo), per_request):
-        await _propose_chunk(ws, client, lang, language, todo[start : start + per_request], summary)
+    await client.in_chunks(todo, lambda chunk: _propose_chunk(ws, client, lang, language, chunk, summary, flagged),
+                           item_id=lambda need: need.id)
     return summary
 
 
 async def _propose_chunk(ws: Workspace, client: LLMClient, lang: LanguageRecord, language, chunk: list[Need],
-                         summary: FillSummary) -> None:
+                         summary: FillSummary, flagged: Retries) -> ItemsOutcome:
     wanted = {n.id: n for n in chunk}
 
     def store(good: dict[str, dict[str, str]], call_id: str) -> None:
         with ws.transaction() as conn:
             for item_id, forms in good.items():
                 summary.proposed += store_proposed_forms(conn, wanted[item_id].lang, wanted[item_id].lemma, forms, call_id)
+                summary.flagged.pop(wanted[item_id].lemma, None)  # dropped, then asked in a smaller chunk
             clear_flags(conn, "fill", lang.code, good)
 
     outcome = await client.ask_items(request_for(lang, chunk), InflectionBatch, wanted, store,
                                      check=per_item(lambda item: _check(language, wanted[item.id], item)),
-                                     instruction="Give every bundle listed for each of them.")
+                                     instruction="Give every bundle listed for each of them.", earlier=flagged.earlier(wanted))
     with ws.transaction() as conn:
-        record_flags(conn, "fill", lang.code, outcome.reasons)
+        record_given_up(conn, "fill", lang.code, outcome.reasons)
     summary.flagged.update({wanted[item_id].lemma: reason for item_id, reason in outcome.reasons.items()})
+    return outcome
 
 
 def _check(language, need: Need, item: InflectionItem) -> dict[str, str] | Rejected:

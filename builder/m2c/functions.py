@@ -96,14 +96,21 @@ def _words(n, *features, lang: Language) -> Forms:
         raise FunctionError(f"number {value} has no single form for {'.'.join(wanted.values()) or 'no features'} "
                             f"(its forms vary by {', '.join(d for d in rule.dims if d not in wanted)})")
     accepted = rule.accepted(wanted)
-    return Forms(form, tuple(sorted(set(rule.table.values()) - {form, *accepted})), accepted)
+    return Forms(form, tuple(sorted(rule.forms - {form, *accepted})), accepted)  # other forms' variants too (ثمان)
 
 
 @register_function("clock")
-def _clock(hour, *, lang: Language) -> Forms:
+def _clock(hour, since=None, *, lang: Language) -> Forms:
     """The time of day at a full hour (any integer, taken modulo 24), from the language's `clock:` table:
-    Swahili counts the hours from sunrise and sunset (saa moja asubuhi is 7 a.m.)."""
+    Swahili counts the hours from sunrise and sunset (saa moja asubuhi is 7 a.m.). With `since`, the
+    hour a context states, the time without its part of the day ("saa tano" for "saa tano asubuhi") is
+    accepted too when that part is the context's: the reader carries it over, nothing is left open."""
     if not lang.clock:
         raise FunctionError(f"{lang.name} has no clock (add clock: with the hours 0-23 to its language file)")
     said = lang.clock[as_number(hour, lang) % 24]
-    return Forms(said[0], (), said[1:])
+    accepted = said[1:]
+    if since is not None:
+        parts = {s.split()[-1] for s in said} & lang.day_parts
+        if parts & {s.split()[-1] for s in lang.clock[as_number(since, lang) % 24]}:
+            accepted += tuple(dict.fromkeys(s.rsplit(" ", 1)[0] for s in said if s.split()[-1] in parts))
+    return Forms(said[0], (), accepted)

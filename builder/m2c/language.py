@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import yaml
 
@@ -246,6 +246,31 @@ class PostProcess:
 _SENTENCE = re.compile(r"([.?!]\s+)(\w)")
 
 
+@dataclass(frozen=True)
+class Replies:
+    """What answer validation needs to know of a language (`replies:` in its file): the words a
+    whole-sentence reply may add to the question's (pronouns, copulas, "the answer is"), its negation
+    words, and forms that are never right (Chinese 二 before a measure word, where 两 belongs)."""
+
+    words: frozenset[str] = frozenset()
+    negation: frozenset[str] = frozenset()
+    wrong: tuple[re.Pattern, ...] = ()
+
+
+def _replies(raw: Any) -> Replies:
+    raw = raw or {}
+    unknown = set(raw) - {"words", "negation", "wrong"}
+    if unknown:
+        raise LanguageDataError(f"replies: unknown keys {sorted(unknown)} (words, negation, wrong)")
+    return Replies(_folded(raw.get("words")), _folded(raw.get("negation")), tuple(re.compile(p) for p in raw.get("wrong") or []))
+
+
+def _folded(words: Any) -> frozenset[str]:
+    if not all(isinstance(w, str) for w in words or []):
+        raise LanguageDataError(f"replies: {words!r}: give words as strings (quote no, on, yes)")
+    return frozenset(unicodedata.normalize("NFC", str(w)).casefold() for w in words or [])
+
+
 @dataclass
 class Language:
     """Everything the engine knows about one language (or a bare set of custom dimensions)."""
@@ -261,6 +286,8 @@ class Language:
     unimorph_ignore: frozenset[str] = frozenset()
     unimorph_map: dict[str, str] = field(default_factory=dict)
     spaced: bool = True  # words separated by spaces (number words are matched as whole words)
+    day_parts: frozenset[str] = frozenset()  # words that end a time of day and name its part (asubuhi, usiku)
+    replies: Replies = field(default_factory=Replies)
     _number_words: dict[str, int] | None = field(default=None, repr=False)
 
     def postprocess(self, text: str) -> str:
@@ -277,6 +304,14 @@ class Language:
         return self._number_words
 
 
+def with_dimensions(language: Language, extra: dict[str, Any]) -> Language:
+    """The language with more dimensions (a template file's own, e.g. which things an adjective fits)."""
+    if not isinstance(extra, dict):
+        raise LanguageDataError("dimensions: give a mapping of name -> features")
+    dims = list(language.dims.by_name.values()) + [_dimension(str(n), s) for n, s in extra.items()]
+    return replace(language, dims=Dimensions(dims))
+
+
 def custom(dimensions: dict[str, list[str]]) -> Language:
     """A language-less set of dimensions, e.g. {"d1": ["A", "B"]}, with the built-in modifiers."""
     return Language("xx", "custom", Dimensions([Dimension(k, tuple(v)) for k, v in dimensions.items()]))
@@ -290,11 +325,20 @@ def available() -> list[str]:
     return sorted(p.stem for p in languages_dir().glob("*.yaml"))
 
 
+class UniMorphSchema(NamedTuple):
+    parts_of_speech: frozenset[str]
+    dimensions: tuple[Dimension, ...]
+    aliases: dict[str, str]  # another spelling real files use -> the schema's label
+
+
 @cache
-def unimorph_schema() -> tuple[frozenset[str], tuple[Dimension, ...]]:
-    """UniMorph's parts of speech and its universal dimensions (data/m2c/unimorph.yaml)."""
+def unimorph_schema() -> UniMorphSchema:
+    """UniMorph's parts of speech, its universal dimensions and the other spellings of its labels
+    (data/m2c/unimorph.yaml)."""
     raw = yaml.safe_load((data_dir() / "m2c" / "unimorph.yaml").read_text(encoding="utf-8"))
-    return frozenset(raw["part_of_speech"]), tuple(Dimension(n, tuple(map(str, f))) for n, f in raw["dimensions"].items())
+    return UniMorphSchema(frozenset(raw["part_of_speech"]),
+                          tuple(Dimension(n, tuple(map(str, f))) for n, f in raw["dimensions"].items()),
+                          {str(k): str(v) for k, v in (raw.get("aliases") or {}).items()})
 
 
 @cache
@@ -307,7 +351,7 @@ def unimorph_language(code: str, name: str) -> Language:
     """
     base = load_language(code) if code in available() else Language(code, name, Dimensions([]))
     taken = dict(base.dims.of_feature)
-    extra = {d.name: [f for f in d.features if f not in taken] for d in unimorph_schema()[1]}
+    extra = {d.name: [f for f in d.features if f not in taken] for d in unimorph_schema().dimensions}
     dims = [Dimension(d.name, d.features + tuple(extra.pop(d.name, ())), d.sampleable, d.patterns, d.default)
             for d in base.dims.by_name.values()]
     dims += [Dimension(n, tuple(f)) for n, f in extra.items() if f]
@@ -375,5 +419,5 @@ def parse_language(raw: dict) -> Language:
         code=raw["code"], name=raw["name"], dims=dims, rules=rules, modifiers=modifiers,
         post=PostProcess.build(raw.get("postprocess") or {}), numbers=numbers, clock=clock,
         unimorph_ignore=frozenset(unimorph.get("ignore", [])), unimorph_map=dict(unimorph.get("map", {})),
-        spaced=raw.get("spaced", True),
+        spaced=raw.get("spaced", True), day_parts=frozenset(raw.get("day_parts") or []), replies=_replies(raw.get("replies")),
     )

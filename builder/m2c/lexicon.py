@@ -10,12 +10,16 @@ unless asked otherwise) or from the LLM (proposed, until a curator verifies them
 
 from __future__ import annotations
 
+import hashlib
+import re
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from sqlalchemy import Connection, select
 
+from builder.flags import clear_flags
 from builder.languages import registry
 from builder.m2c.engine import Lexeme
 from builder.m2c.errors import LanguageDataError, TemplateError
@@ -33,6 +37,11 @@ class LexiconImportError(ValueError):
     """A UniMorph file that cannot be imported; names the file, line and field. Nothing was written."""
 
 
+def lemma_id(lang: str, lemma: str) -> str:
+    """A lemma's item id in a language: what fills ask the LLM for, curators review, and flags name."""
+    return "l_" + hashlib.blake2b(f"{lang}\x1f{lemma}".encode(), digest_size=6).hexdigest()
+
+
 def canonical(lang: Language, bundle: str) -> str:
     """A bundle in the language's dimension order; raises LanguageDataError on an unknown feature."""
     feats = lang.dims.bundle(bundle, what=f"bundle {bundle!r}")
@@ -41,37 +50,73 @@ def canonical(lang: Language, bundle: str) -> str:
 
 @dataclass
 class ImportSummary:
+    """What an import did, and what it made of labels outside the language's dimensions: `mapped` ("PRES -> PRS"),
+    `kept` (as the file's own features) and `ignored` (the language file's ignore list), each with its count of lines."""
+
     lines: int = 0
     new: int = 0
     existing: int = 0
     variants: int = 0  # a second form for a bundle already given by an earlier line (kept the first)
+    mapped: Counter[str] = field(default_factory=Counter)
+    kept: Counter[str] = field(default_factory=Counter)
+    ignored: Counter[str] = field(default_factory=Counter)
 
 
-def _unimorph_features(lang: Language, raw: str) -> tuple[str, str]:
-    """(pos, canonical bundle) of a UniMorph feature string such as "N;ACC;PL"."""
-    parts_of_speech = unimorph_schema()[0]
-    pos, labels = "", []
-    for label in (x.strip() for x in raw.split(";") if x.strip()):
-        label = lang.unimorph_map.get(label, label)
-        if label in parts_of_speech and label not in lang.dims.of_feature:
-            if pos:
+# UniMorph 4's layered features: a possessor PSS(2,SG,MASC) or an argument NOM(3,SG), which schema 3 writes flat.
+_LAYERED = re.compile(r"(?P<layer>PSS|NOM|ACC|ABS|ERG|DAT|BEN)\((?P<person>[0-9])(?:,(?P<number>SG|DU|PL))?"
+                      r"(?:,(?P<gender>MASC|FEM))?\)")
+_FLAT = {"PSS": "PSS", "NOM": "NO", "ACC": "AC", "ABS": "AB", "ERG": "ER", "DAT": "DA", "BEN": "BE"}
+KEPT = "|"  # between a bundle and the file's own features: "SG.3.PST|LGSPEC1.SUBJ"
+
+
+def _flat(label: str) -> str:
+    """The schema's flat label for a layered one (PSS(2,SG,MASC) -> PSS2SM, NOM(3,SG) -> NO3S) where the schema has
+    it; anything else unchanged."""
+    if m := _LAYERED.fullmatch(label):
+        flat = _FLAT[m["layer"]] + m["person"] + (m["number"] or "")[:1] + (m["gender"] or "")[:1]
+        if any(flat in d.features for d in unimorph_schema().dimensions):
+            return flat
+    return label
+
+
+def _unimorph_features(lang: Language, raw: str, summary: ImportSummary, *, strict: bool) -> tuple[str, str]:
+    """(pos, bundle) of a UniMorph feature string such as "N;ACC;PL": labels mapped by the language file, then by
+    UniMorph's own other spellings; ignored where the language file says so; a label that is still no feature of a
+    dimension, or a second feature of one (real files have IND;COND), is kept after the bundle (`KEPT`), so that forms
+    that differ only in it stay apart (refused if `strict`)."""
+    schema = unimorph_schema()
+    pos, labels, kept, dims = "", [], set(), set()
+    for given in dict.fromkeys(x.strip() for x in raw.split(";") if x.strip()):  # a label repeated counts once
+        label = lang.unimorph_map.get(given) or schema.aliases.get(given) or _flat(given)
+        if label != given:
+            summary.mapped[f"{given} -> {label}"] += 1
+        if given in lang.unimorph_ignore or label in lang.unimorph_ignore:
+            summary.ignored[given] += 1
+        elif label in schema.parts_of_speech and label not in lang.dims.of_feature:
+            if pos and not (label.startswith(pos + ".") or pos.startswith(label + ".")):
                 raise LanguageDataError(f"two parts of speech ({pos}, {label})")
-            pos = label
-        elif label in lang.unimorph_ignore:
-            continue
-        elif label not in lang.dims.of_feature:
-            raise LanguageDataError(f"feature {label!r} is not a dimension of {lang.name} nor a UniMorph feature "
-                                    f"(map it or ignore it under unimorph: in data/m2c/languages/{lang.code}.yaml)")
-        else:
+            pos = max(pos, label, key=len)  # V;V.PTCP: the participle
+        elif label in lang.dims.of_feature and lang.dims.of_feature[label] not in dims:
             labels.append(label)
-    return pos, canonical(lang, ".".join(labels))
+            dims.add(lang.dims.of_feature[label])
+        elif strict:
+            what = (f"a second feature of {lang.dims.of_feature[label]}" if label in lang.dims.of_feature else
+                    f"not a dimension of {lang.name} nor a UniMorph feature")
+            raise LanguageDataError(f"feature {given!r} is {what} (map it or ignore it under unimorph: in "
+                                    f"data/m2c/languages/{lang.code}.yaml, or import without --strict to keep it as the "
+                                    "file's own feature)")
+        else:
+            summary.kept[given] += 1
+            kept.add(given)
+    bundle = canonical(lang, ".".join(labels))
+    return pos, bundle + (KEPT + ".".join(sorted(kept)) if kept else "")
 
 
-def import_unimorph(ws: Workspace, path: Path, lang_code: str, *, verified: bool = True,
+def import_unimorph(ws: Workspace, path: Path, lang_code: str, *, verified: bool = True, strict: bool = False,
                     reviewer: str = "UniMorph") -> ImportSummary:
     """Import `lemma<TAB>form<TAB>features` lines for any declared language (or one with an M2C language
-    file); any bad line fails the whole file, naming file:line:field. Features are UniMorph's universal
-    labels, read through the language's M2C file when it has one (`unimorph_language`)."""
+    file); any malformed line (columns, an empty field, two parts of speech) fails the whole file, naming file:line:field. Features are UniMorph's universal labels, read through the
+    language's M2C file when it has one (`unimorph_language`); what is made of other labels is in the summary."""
     declared = registry(ws)
     try:
         if lang_code in declared:
@@ -97,7 +142,7 @@ def import_unimorph(ws: Workspace, path: Path, lang_code: str, *, verified: bool
             if not value:
                 raise LexiconImportError(f"{path}:{no}: field {i} ({name}) is empty")
         try:
-            pos, bundle = _unimorph_features(lang, feats)
+            pos, bundle = _unimorph_features(lang, feats, summary, strict=strict)
         except LanguageDataError as exc:
             raise LexiconImportError(f"{path}:{no}: field 3 (features {feats!r}): {exc}") from exc
         key = (lemma, pos, bundle)
@@ -110,6 +155,7 @@ def import_unimorph(ws: Workspace, path: Path, lang_code: str, *, verified: bool
                          created_at=ts)
     with ws.transaction() as conn:
         summary.new = ws.upsert_ignore(conn, t.lexicon_forms, list(rows.values()))
+        clear_flags(conn, "fill", lang.code, {lemma_id(lang.code, r["lemma"]) for r in rows.values()})  # written by hand
     summary.existing = len(rows) - summary.new
     return summary
 

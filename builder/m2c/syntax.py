@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 from builder.m2c.errors import TemplateError, Where
 
-_NAME = re.compile(r"^[^\W\d]\w*$")
-_INT = re.compile(r"^-?\d+$")
+_NAME = re.compile(r"[^\W\d]\w*")  # fullmatch: a trailing newline is no part of a name
+_INT = re.compile(r"-?[0-9]+")
 
 Locate = Callable[[int], Where]  # offset in the text -> position in its file
 
@@ -208,7 +208,7 @@ class Parser:
             if end != len(stripped):
                 raise self.error(f"unexpected {stripped[end:]!r} after a nested call", at + end)
             return call
-        if _INT.match(stripped):
+        if _INT.fullmatch(stripped):
             return int(stripped)
         if stripped[0] in "'\"":
             if len(stripped) < 2 or stripped[-1] != stripped[0]:
@@ -219,7 +219,7 @@ class Parser:
     def ref(self, body: str, at: int) -> Ref:
         parts = _split(body, ".", at)
         name_at, name = parts[0]
-        if not _NAME.match(name):
+        if not _NAME.fullmatch(name):
             raise self.error(f"{name!r} is not a placeholder or rule name", name_at)
         segments: list[Segment] = []
         mods: list[str] = []
@@ -232,7 +232,7 @@ class Parser:
                 segments.append(self.angle(seg[1:-1], off + 1))
             elif seg in self.modifiers:
                 mods.append(seg)
-            elif _NAME.match(seg) or seg.isdigit():
+            elif _NAME.fullmatch(seg) or seg.isdigit():
                 segments.append(Feature(seg, off))
             else:
                 raise self.error(f"{seg!r} is not a feature, an <agreement> or a modifier", off)

@@ -1,14 +1,21 @@
 """Template files: `data/templates/<lang>/<capability>.yaml` -> test templates -> M2C tests.
 
-A file holds shared placeholders and a list of templates, each with context, question, answer,
-optional alternatives (more accepted answers; `re:` marks a regular expression), options and a
+A file holds shared placeholders and a list of templates, each with its test type (`id`: the M2C
+paper's Table 4 names, e.g. `in-question`, `position`, or a language-specific one), context, question,
+answer, optional alternatives (more accepted answers; `re:` marks a regular expression), options and a
 sample size `n`. Placeholder values are inline (strings, or mappings of feature bundle -> form) or
 lexicon references resolved from the workspace:
 
     place:
       lexicon: {bundles: [NOM.SG, GEN.SG], lemmas: {pöytä: "", tuoli: ""}}   # lemma -> lexeme features
 
-Errors name the file, line and column, also inside block scalars.
+`dimensions:` adds the file's own dimensions to the language's, for what only its templates need: a
+constraint (which things an adjective fits: a feature of the thing that the adjective's forms require,
+so that a fill an adjective cannot serve never exists) or the forms of an accepted variant.
+
+Errors name the file, line and column, also inside block scalars. Every string in a file (keys and
+values) is checked first as any user-supplied text is (`builder.inputs`: control characters, which a
+double-quoted YAML string can write as `\0`, and length).
 """
 
 from __future__ import annotations
@@ -22,14 +29,24 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict
 
+from builder.inputs import text_problem
 from builder.m2c.engine import Lexeme, Template
-from builder.m2c.errors import TemplateError, Where
-from builder.m2c.language import Language, load_language
+from builder.m2c.errors import LanguageDataError, TemplateError, Where
+from builder.m2c.language import Language, available, load_language, with_dimensions
 from builder.m2c.syntax import Locate
 from builder.paths import data_dir
 
 FIELDS = ("context", "question", "answer")
+# The language-agnostic test types of the M2C paper (its Table 4), by capability.
+PAPER_TEST_TYPES: dict[str, tuple[str, str]] = {
+    "negation": ("in-context", "in-question"),
+    "numerals": ("addition", "subtraction"),
+    "spatial": ("prepositions", "position"),
+    "temporal": ("past", "future"),
+    "comparatives": ("standard", "conditional"),
+}
 TEMPLATE_KEYS = {"id", "context", "question", "answer", "alternatives", "n", "options", "placeholders"}
+FILE_KEYS = {"language", "capability", "placeholders", "dimensions", "templates"}
 
 
 class M2CTest(BaseModel):
@@ -61,6 +78,11 @@ class LexiconRef:
 
 
 Resolver = Callable[[LexiconRef], list[Lexeme]]
+
+
+def template_type(template_id: str) -> str:
+    """A template's test type: its id ("en/spatial#position" -> "position")."""
+    return template_id.rsplit("#", 1)[-1]
 
 
 def test_id(lang: str, template_id: str, context: str, question: str, answer: str) -> str:
@@ -186,27 +208,62 @@ def _values(name: str, raw: Any, node: yaml.Node, path: str, lang: str, resolve:
     return out
 
 
+def _check_text(node: yaml.Node | None, path: str) -> None:
+    """Every scalar of the document (keys too) passes `inputs.text_problem`, or a `TemplateError` says where."""
+    if isinstance(node, yaml.ScalarNode):
+        problem = text_problem(node.value)
+        if problem:
+            raise TemplateError(problem, _where(node, path))
+    elif isinstance(node, yaml.SequenceNode):
+        for child in node.value:
+            _check_text(child, path)
+    elif isinstance(node, yaml.MappingNode):
+        for key, value in node.value:
+            _check_text(key, path)
+            _check_text(value, path)
+
+
 def load_file(path: Path, *, resolve: Resolver | None = None, lang: str | None = None) -> list[TestTemplate]:
     """The test templates of one file; `resolve` turns lexicon references into lexemes."""
-    text = path.read_text(encoding="utf-8")
     shown = str(path)
+    data = path.read_bytes()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        where = Where(shown, data[: exc.start].count(b"\n") + 1, exc.start - data.rfind(b"\n", 0, exc.start))
+        raise TemplateError(f"not valid UTF-8: {exc.reason}", where) from exc
     try:
         root = yaml.compose(text)
+        _check_text(root, shown)
         raw = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
+    except (yaml.YAMLError, RecursionError) as exc:
         mark = getattr(exc, "problem_mark", None)
         where = Where(shown, mark.line + 1, mark.column + 1) if mark else Where(shown, 1, 1)
         raise TemplateError(f"not valid YAML: {getattr(exc, 'problem', exc)}", where) from exc
     if not isinstance(raw, dict) or not isinstance(raw.get("templates"), list):
         raise TemplateError("a template file is a mapping with a list under 'templates'", Where(shown, 1, 1))
+    if set(raw) - FILE_KEYS:
+        raise TemplateError(f"unknown keys {sorted(set(raw) - FILE_KEYS)} (known: {', '.join(sorted(FILE_KEYS))})",
+                            _where(_child(root, sorted(set(raw) - FILE_KEYS)[0]), shown))
     lang = raw.get("language") or lang or path.parent.name
     capability = raw.get("capability") or path.stem
+    if lang not in available():
+        raise TemplateError(f"no M2C language data for language {lang!r} (have: {', '.join(available())})",
+                            _where(_child(root, "language"), shown) or Where(shown, 1, 1))
+    if not isinstance(capability, str):
+        raise TemplateError(f"capability {capability!r} is not a name", _where(_child(root, "capability"), shown))
     language = load_language(lang)
+    if raw.get("dimensions"):
+        try:
+            language = with_dimensions(language, raw["dimensions"])
+        except LanguageDataError as exc:
+            raise TemplateError(str(exc), _where(_child(root, "dimensions"), shown)) from exc
     lines = text.splitlines()
     shared_node = _child(root, "placeholders")
     shared = {k: _values(k, v, _child(shared_node, k), shown, lang, resolve) for k, v in (raw.get("placeholders") or {}).items()}
     shared_where = {k: _where(_child(shared_node, k), shown) for k in shared}
     out = []
+    seen: set[str] = set()
     templates_node = _child(root, "templates")
     for i, entry in enumerate(raw["templates"]):
         node = _child(templates_node, i)
@@ -219,6 +276,9 @@ def load_file(path: Path, *, resolve: Resolver | None = None, lang: str | None =
             raise TemplateError(f"template #{i + 1}: " + "; ".join(
                 ([f"unknown keys {sorted(unknown)}"] if unknown else []) + ([f"missing {', '.join(missing)}"] if missing else [])), where)
         tid = f"{lang}/{capability}#{entry.get('id', i)}"
+        if tid in seen:
+            raise TemplateError(f"template #{i + 1}: id {entry.get('id', i)!r} is taken by an earlier template of this file", where)
+        seen.add(tid)
         texts = {f: entry[f] for f in FIELDS}
         locators = {f: _locator(_child(node, f), entry[f], shown, lines, f) for f in FIELDS}
         alts = entry.get("alternatives") or []
@@ -238,7 +298,11 @@ def load_file(path: Path, *, resolve: Resolver | None = None, lang: str | None =
                             value_where=value_where, placeholders={**shared, **own})
         alt_keys = tuple(k for k in texts if k.startswith("alternative"))
         regexes = tuple(a for a in alts if isinstance(a, str) and a.startswith("re:"))
-        out.append(TestTemplate(tid, lang, capability, template, alt_keys, int(entry.get("n", 100)), language, regexes))
+        n = entry.get("n", 100)
+        if not isinstance(n, int) or isinstance(n, bool) or n < -1:
+            raise TemplateError(f"template #{i + 1}: n must be a number of tests (-1: all), not {n!r}",
+                                _where(_child(node, "n"), shown))
+        out.append(TestTemplate(tid, lang, capability, template, alt_keys, n, language, regexes))
     return out
 
 
@@ -247,3 +311,21 @@ def load_language_templates(lang: str, *, root: Path | None = None, resolve: Res
     for path in template_files(lang, root):
         out.extend(load_file(path, resolve=resolve, lang=lang))
     return out
+
+
+def coverage_table(root: Path | None = None, langs: list[str] | None = None) -> str:
+    """Languages x the M2C paper's test types, as a Markdown table: ✓ where a template of the type renders
+    tests, then the language-specific test types (capability: ids)."""
+    langs = langs or available()
+    types = [(cap, tt) for cap, pair in PAPER_TEST_TYPES.items() for tt in pair]
+    lines = ["| lang | " + " | ".join(f"{cap}: {tt}" for cap, tt in types) + " | language-specific |",
+             "|---|" + "---|" * (len(types) + 1)]
+    for lang in langs:
+        have: dict[str, list[str]] = {}
+        for t in load_language_templates(lang, root=root):
+            if len(t.template):
+                have.setdefault(t.capability, []).append(template_type(t.template_id))
+        cells = ["✓" if tt in have.get(cap, []) else "" for cap, tt in types]
+        own = [f"{cap}: {', '.join(ids)}" for cap, ids in sorted(have.items()) if cap not in PAPER_TEST_TYPES]
+        lines.append(f"| {lang} | " + " | ".join(cells) + f" | {'; '.join(own)} |")
+    return "\n".join(lines)

@@ -13,7 +13,7 @@ from pathlib import Path
 from builder.releases import versions as V
 from builder.releases.store import ReleaseStore
 
-_REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+_REPO_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+", re.ASCII)  # fullmatch: no trailing newline
 
 
 class HubError(RuntimeError):
@@ -24,7 +24,7 @@ def require_token(repo_id: str) -> str:
     """Fail before anything is written when the Hub cannot be reached or no token is given."""
     from huggingface_hub import is_offline_mode
 
-    if not _REPO_ID.match(repo_id):
+    if not _REPO_ID.fullmatch(repo_id):
         raise HubError(f"bad Hub dataset id {repo_id!r}: expected ORG/NAME")
     if is_offline_mode():
         raise HubError("cannot publish to the Hub in offline mode (HF_HUB_OFFLINE is set); "

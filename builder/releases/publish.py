@@ -29,6 +29,7 @@ from builder.workspace.store import Workspace, collector_paused, now
 
 DEFAULT_LICENSE = "cc-by-4.0"
 DEFAULT_NAME = "XCOMPS"
+DRY_RUN_BUMP: V.Bump = "patch"  # a dry run given no version checks as the next patch would be: the checks need no number
 
 
 class ReleaseError(RuntimeError):
@@ -98,7 +99,8 @@ def publish(ws: Workspace, req: PublishRequest, *, api=None) -> PublishResult:
 
     store = ReleaseStore(req.target)
     existing = store.versions()
-    version = V.next_version(existing, version=req.version, bump_part=req.bump)
+    bump = DRY_RUN_BUMP if req.dry_run and req.version is None and req.bump is None else req.bump
+    version = V.next_version(existing, version=req.version, bump_part=bump)
     if req.hub and not req.dry_run:
         token = hub_mod.require_token(req.hub)
         api = api or hub_mod.api_for(token)
@@ -135,8 +137,7 @@ def publish(ws: Workspace, req: PublishRequest, *, api=None) -> PublishResult:
     changelog = _changelog(source, existing, entry)
     message = f"Release {version}" + (f"\n\n{req.notes}" if req.notes else "")
     lap("statistics")
-    with store.lock():
-        store.sync_worktree()
+    with store.lock():  # and the store repaired, if a publish was killed
         if store.latest() != parent:
             raise StoreError(f"{store.root} changed while publishing (latest is now {store.latest()}); run again")
         with store.build_dir() as tmp:

@@ -22,7 +22,7 @@ from builder.releases import versions as V
 from builder.releases.declarations import ReleaseLanguages, from_manifest
 from builder.releases.store import MANIFEST, ReleaseStore, StoreError, sha256
 
-_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+_HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+", re.ASCII)  # fullmatch: no trailing newline
 
 
 class ReleaseNotFound(StoreError):
@@ -134,7 +134,7 @@ def open_source(source: str | Path) -> LocalSource | HubSource:
     path = Path(source)
     if path.exists():
         return LocalSource(path)
-    if isinstance(source, str) and _HUB_ID.match(source):
+    if isinstance(source, str) and _HUB_ID.fullmatch(source):
         return HubSource(source)
     raise ReleaseNotFound(f"no release store at {source} (a local folder, or a Hub dataset id ORG/NAME)")
 

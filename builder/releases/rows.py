@@ -26,6 +26,7 @@ from builder.records import NEGATIVE_TYPES
 from builder.releases.features import M2C_FEATURES, M2C_PREFIX, PAIR_FEATURES
 from builder.releases.waivers import waivers
 from builder.reviews import ADJUDICATION, SentenceReview, disagreements, sentence_decisions
+from builder.selection import stale_pairs
 from builder.workspace import schema as t
 from builder.workspace.store import Workspace, collector_paused
 
@@ -106,32 +107,6 @@ def _words(ws: Workspace, langs: list[str]) -> dict[str, dict[str, tuple[str, st
     return out
 
 
-def _stale(ws: Workspace, langs: list[str], pairs: dict[str, tuple]) -> set[tuple[str, str, str]]:
-    """(pair id, lang, item) where the item's verified word changed after the pair's sentences were written.
-
-    Only words verified after a language's first sentence can be stale, so the per-sentence comparison
-    runs for those few words' pairs instead of joining every sentence with its three words."""
-    sp, vw = t.sentence_pairs, t.verified_words
-    first = (select(sp.c.lang, func.min(sp.c.created_at).label("first")).where(sp.c.lang.in_(langs))
-             .group_by(sp.c.lang).subquery())
-    late = ws.rows(select(vw.c.item_id, vw.c.lang, vw.c.verified_at).join(first, first.c.lang == vw.c.lang)
-                   .where(vw.c.verified_at > first.c.first))
-    if not late:
-        return set()
-    uses: dict[str, list[str]] = defaultdict(list)
-    for pid, (prop, acc, unacc, *_) in pairs.items():
-        for item in {prop, acc, unacc}:
-            uses[item].append(pid)
-    out = set()
-    for w in late:
-        ids = uses.get(w["item_id"], [])
-        for chunk in (ids[i:i + 500] for i in range(0, len(ids), 500)):
-            for r in ws.rows(select(sp.c.pair_id).where(sp.c.lang == w["lang"], sp.c.pair_id.in_(chunk),
-                                                        sp.c.created_at < w["verified_at"])):
-                out.add((r["pair_id"], w["lang"], w["item_id"]))
-    return out
-
-
 def _span(key: str, i: int):
     return t.sentence_pairs.c.spans[(key, i)].as_integer()
 
@@ -151,7 +126,7 @@ def _pair_rows(ws: Workspace, langs: list[str]) -> dict[str, ConfigRows]:
     concepts = {r["id"]: r for r in ws.rows(select(t.concepts.c.id, t.concepts.c.english, t.concepts.c.category))}
     props = {r["id"]: r["english"] for r in ws.rows(select(t.properties.c.id, t.properties.c.english))}
     words = _words(ws, langs)
-    stale = _stale(ws, langs, pairs)
+    stale = stale_pairs(ws, langs, pairs)
     waived = waivers(ws)
     stmt = (select(sp.c.pair_id, sp.c.lang, sp.c.acceptable, sp.c.unacceptable,
                    _span("acceptable_property", 0), _span("acceptable_property", 1),
@@ -192,12 +167,13 @@ def _config(lang, rows, pairs, concepts, props, words, stale, waived,
     late = [index[p] for p, lg, _ in stale if lg == lang and p in index]
     sentence_fixed = set()
     held = {i: f"curators disagree on the sentences ({'; '.join(a['reviewer'] + ': ' + a['decision'] for a in anns)}); "
-               f"an adjudicator decides them (`builder review push --stage {ADJUDICATION['sentences']}`)"
+               f"an adjudicator decides them (`builder review push --stage {ADJUDICATION['sentences']} --lang {lang}`)"
             for i, anns in ((index[p], anns) for p, anns in disputed.items() if p in index)}
     for p, review in reviewed.items():
         i = index[p]
         if review.decision == "reject":
-            held[i] = f"a curator rejected the sentences ({review.comment or 'no comment'}); regenerate them"
+            held[i] = (f"a curator rejected the sentences ({review.comment or 'no comment'}); "
+                       f"`builder review repropose --stage sentences --lang {lang}` writes them again")
         elif (review.acceptable, review.unacceptable) != (sa[i], su[i]):
             prop_text = sa[i][ap0[i]:ap1[i]] if ap0[i] is not None and ap1[i] is not None else None
             sa[i], su[i] = review.acceptable, review.unacceptable
@@ -208,7 +184,8 @@ def _config(lang, rows, pairs, concepts, props, words, stale, waived,
     for i in sorted(set(missing) | set(late) | set(held)):
         items = (prop_ids[i], acc_ids[i], unacc_ids[i])
         why = "; ".join([f"{kind} {item} has no verified word in {lang}" if w[1] is None
-                         else f"{kind} {item} was re-verified after the sentence was written (regenerate it)"
+                         else f"{kind} {item} was re-verified after the sentence was written "
+                              f"(`builder generate --lang {lang}` writes it again)"
                          for kind, item, w in zip(_WORDS, items, (wp[i], wa[i], wu[i]))
                          if w[1] is None or (pid[i], lang, item) in stale] + ([held[i]] if i in held else []))
         if ("pair", pid[i], lang) in waived:

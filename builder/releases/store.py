@@ -7,6 +7,12 @@ into being. A crash before it leaves unreferenced objects and a stale build fold
 publish removes; a crash after it leaves the version complete. The branch `main` and the working tree
 are a convenience view of the latest version and are re-synchronised at the start of every publish.
 Versions are read from the tags' trees, never from the working tree.
+
+A publish killed at any step is repaired by the next one, under the publisher's lock (`recover`): a new
+store whose `git init` was cut short is made again, the lock files of a git process killed mid-step
+(`index.lock`, a ref's lock) are removed once no git process works in the store, and the working tree is
+brought to the latest tag. The commit the working tree was last brought to is recorded (`.git/builder-checkout`),
+so `releases verify` can tell a checkout that a kill cut short (repaired, then checked) from files changed since.
 """
 
 from __future__ import annotations
@@ -22,10 +28,14 @@ from pathlib import Path
 
 from filelock import FileLock
 
+from builder.child_env import child_env
+from builder.files import write_text
 from builder.releases import versions as V
 
 BRANCH = "main"
 MANIFEST = "release.json"
+PUBLISH_LOCK = "builder-publish.lock"  # in .git: held by the publisher (filelock; the OS frees it with the process)
+CHECKED_OUT = "builder-checkout"  # in .git: the commit the working tree was last brought to, whole; empty meanwhile
 
 
 class StoreError(RuntimeError):
@@ -36,12 +46,46 @@ def sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def _git(cwd: Path, *args: str, input: bytes | None = None, env: dict | None = None) -> bytes:
+DAMAGE = ("corrupt", "unable to unpack", "unable to read", "inflate:", "bad object", "hash mismatch", "did not match")
+
+
+def _git(cwd: Path, *args: str, input: bytes | None = None, env: dict | None = None, what: str = "the release store") -> bytes:
+    """git's output; a `StoreError` when it fails, or when it reports damaged objects (which `cat-file --batch`
+    answers as missing, exiting 0): the error names `what` was read, where, and what to do. The ceiling keeps git from
+    taking a repository above the store for it (a `.git` not made whole yet is none)."""
     proc = subprocess.run(["git", "-C", str(cwd), *args], input=input, capture_output=True,
-                          env={**os.environ, **(env or {})})
+                          env=child_env(GIT_CEILING_DIRECTORIES=str(Path(cwd).absolute().parent), **(env or {})))
+    said = proc.stderr.decode(errors="replace").strip()
+    if any(words in said for words in DAMAGE):
+        raise StoreError(f"{what} in {cwd} cannot be read: git objects are damaged ({said.splitlines()[-1]}): restore "
+                         f"the store from a backup or another copy of it (`git -C {cwd} fsck` lists what is damaged)")
     if proc.returncode != 0:
-        raise StoreError(f"git {' '.join(args[:2])} failed in {cwd}: {proc.stderr.decode(errors='replace').strip()}")
+        raise StoreError(f"git {' '.join(args[:2])} failed in {cwd}: {said}")
     return proc.stdout
+
+
+def _git_at_work(root: Path) -> list[int] | None:
+    """The processes on this machine that may hold a git lock file of the repository at `root`: those with a file
+    of its `.git` open whose name ends in `.lock`, and every git process whose working folder is in it (git closes a
+    ref's lock file before renaming it). None where the system does not show its processes (no /proc)."""
+    proc = Path("/proc")
+    if not (proc / "self" / "fd").is_dir():
+        return None
+    git_dir = str(root / ".git") + os.sep
+    found = []
+    for pid in (p for p in proc.iterdir() if p.name.isdigit() and p.name != str(os.getpid())):
+        try:
+            if (pid / "comm").read_text().strip().startswith("git") and Path(os.readlink(pid / "cwd")).is_relative_to(root):
+                found.append(int(pid.name))
+                continue
+            for fd in (pid / "fd").iterdir():
+                target = os.readlink(fd)
+                if target.startswith(git_dir) and target.endswith(".lock"):
+                    found.append(int(pid.name))
+                    break
+        except OSError:  # gone meanwhile, or another user's
+            continue
+    return found
 
 
 class ReleaseStore:
@@ -51,7 +95,9 @@ class ReleaseStore:
     # -- reading -----------------------------------------------------------------------------
 
     def exists(self) -> bool:
-        return (self.root / ".git").is_dir()
+        """A repository is there (what `git init` makes first: HEAD, objects, refs); a publish makes it a store."""
+        git = self.root / ".git"
+        return (git / "HEAD").is_file() and (git / "objects").is_dir() and (git / "refs").is_dir()
 
     def require(self) -> None:
         if not self.exists():
@@ -85,7 +131,7 @@ class ReleaseStore:
     def files(self, version: str) -> dict[str, str]:
         """path -> git blob id of every file in the version."""
         out = {}
-        for entry in _git(self.root, "ls-tree", "-r", "-z", V.tag(version)).split(b"\0"):
+        for entry in _git(self.root, "ls-tree", "-r", "-z", V.tag(version), what=f"version {version}").split(b"\0"):
             if entry:
                 meta, path = entry.split(b"\t", 1)
                 out[path.decode()] = meta.split()[2].decode()
@@ -94,7 +140,7 @@ class ReleaseStore:
     def read(self, version: str, paths: list[str]) -> dict[str, bytes]:
         """The contents of files of a version, read from git objects in one batch."""
         spec = "".join(f"{V.tag(version)}:{p}\n" for p in paths).encode()
-        raw = _git(self.root, "cat-file", "--batch", input=spec)
+        raw = _git(self.root, "cat-file", "--batch", input=spec, what=f"version {version}")
         out, pos = {}, 0
         for p in paths:
             header_end = raw.index(b"\n", pos)
@@ -118,19 +164,23 @@ class ReleaseStore:
 
     # -- publishing ----------------------------------------------------------------------------
 
-    def init(self) -> None:
-        """Create the repository (idempotent), marked as ours: publishing resets and cleans its working tree,
-        so a folder with other content, or someone else's repository, is refused. Parquet is already
-        compressed, so loose objects use zlib level 1."""
-        if self.exists():
-            marked = subprocess.run(["git", "-C", str(self.root), "config", "--local", "builder.releasestore"],
-                                    capture_output=True, text=True).stdout.strip()
-            if marked != "true":
-                raise StoreError(f"{self.root} is a git repository but not a release store; choose another --to")
+    def _marked(self) -> bool:
+        return self.exists() and subprocess.run(
+            ["git", "-C", str(self.root), "config", "--local", "builder.releasestore"], capture_output=True, text=True,
+            env=child_env(GIT_CEILING_DIRECTORIES=str(self.root.parent))).stdout.strip() == "true"
+
+    def _only_git(self) -> bool:
+        return not self.root.exists() or all(p.name == ".git" for p in self.root.iterdir())
+
+    def _init(self) -> None:
+        """Call under `lock()`: make the repository, marked as ours last (publishing resets and cleans its working tree,
+        so a folder with other content, or someone else's repository, is refused). A `.git` holding nothing but what an
+        init cut short leaves (no ref, nothing beside it) is one of ours not finished: it is made again. Parquet is
+        already compressed, so loose objects use zlib level 1."""
+        if self._marked():
             return
-        if self.root.exists() and any(self.root.iterdir()):
-            raise StoreError(f"{self.root} exists and is not a release store; choose an empty or new folder for --to")
-        self.root.mkdir(parents=True, exist_ok=True)
+        if not self._only_git() or (self.exists() and _git(self.root, "for-each-ref").strip()):
+            raise StoreError(f"{self.root} is a git repository but not a release store; choose another --to")
         _git(self.root, "init", "-q", "-b", BRANCH)
         for key, value in (("user.name", "builder publish"), ("user.email", "builder@localhost"),
                            ("core.looseCompression", "1"), ("core.autocrlf", "false"), ("gc.auto", "0"),
@@ -139,10 +189,50 @@ class ReleaseStore:
 
     @contextmanager
     def lock(self) -> Iterator[None]:
-        """One publisher at a time; the OS releases the lock if the process dies."""
-        self.init()
-        with FileLock(str(self.root / ".git" / "builder-publish.lock"), timeout=60):
+        """One publisher at a time (the OS releases the lock if the process dies), in a store made if new and
+        repaired if a publish was killed (`recover`). A folder with other content is refused before anything is made."""
+        if not (self.root / ".git").is_dir():
+            if not self._only_git():
+                raise StoreError(f"{self.root} exists and is not a release store; choose an empty or new folder for --to")
+            (self.root / ".git").mkdir(parents=True, exist_ok=True)
+        elif not self._marked() and not self._only_git():
+            raise StoreError(f"{self.root} is a git repository but not a release store; choose another --to")
+        with FileLock(str(self.root / ".git" / PUBLISH_LOCK), timeout=60):
+            self._init()
+            self.recover()
             yield
+
+    def recover(self) -> None:
+        """Call under `lock()`: undo what a publish killed at any step left. Stale git lock files go (a git process
+        killed mid-step leaves them, and git refuses to run while they are there), then the working tree is brought
+        to the latest version. A lock file is removed only when no git process on this machine works in the store;
+        while one does, or where this system cannot tell, it is an error that names the file."""
+        git = self.root / ".git"
+        stale = sorted(p for p in (*git.glob("*.lock"), *(git / "refs").rglob("*.lock")) if p.name != PUBLISH_LOCK)
+        if stale:
+            working = _git_at_work(self.root)
+            if working is None or working:
+                who = "this system cannot tell whether a git process holds it" if working is None else \
+                    f"git process {', '.join(map(str, working))} works in the store"
+                raise StoreError(f"{stale[0]} is held or was left by a killed git ({who}); once no git runs in "
+                                 f"{self.root}, delete it and publish again")
+            for path in stale:
+                path.unlink(missing_ok=True)
+        self.sync_worktree()
+
+    def checkout_pending(self) -> bool:
+        """Whether the working tree has not been brought to the latest version whole (a publish killed after its tag,
+        or during a checkout). A store from before the record counts as pending when `main` is behind the latest tag."""
+        latest = self.latest()
+        if latest is None:
+            return False
+        commit = _git(self.root, "rev-parse", f"{V.tag(latest)}^{{commit}}").decode().strip()
+        record = self.root / ".git" / CHECKED_OUT
+        if record.is_file():
+            return record.read_text().strip() != commit
+        head = subprocess.run(["git", "-C", str(self.root), "rev-parse", "-q", "--verify", "HEAD^{commit}"],
+                              capture_output=True, text=True).stdout.strip()
+        return head != commit
 
     def _build_prefix(self) -> str:
         return f".{self.root.name}.build-"
@@ -161,15 +251,20 @@ class ReleaseStore:
             shutil.rmtree(tmp, ignore_errors=True)
 
     def sync_worktree(self) -> None:
-        """Point `main` and the working tree at the latest version (repairs an interrupted publish)."""
+        """Point `main` and the working tree at the latest version (repairs an interrupted publish); call under `lock()`.
+
+        The commit is recorded once the tree is whole (`checkout_pending`); the record is emptied first."""
         latest = self.latest()
         if latest is None:
             return
         commit = _git(self.root, "rev-parse", f"{V.tag(latest)}^{{commit}}").decode().strip()
+        record = self.root / ".git" / CHECKED_OUT
+        write_text(record, "")
         _git(self.root, "update-ref", f"refs/heads/{BRANCH}", commit)
         _git(self.root, "symbolic-ref", "HEAD", f"refs/heads/{BRANCH}")
         _git(self.root, "reset", "-q", "--hard", commit)
         _git(self.root, "clean", "-q", "-f", "-d", "-x", "-e", ".git")
+        write_text(record, commit + "\n")
 
     def commit(self, folder: Path, version: str, message: str, index: Path) -> str:
         """Write `folder` as a commit whose parent is the latest version; returns the commit id.

@@ -1,5 +1,8 @@
 """Checksums: every file of every version (from git) and the checked-out latest version (the folder
-people load directly) must match the sha256 its manifest records."""
+people load directly) must match the sha256 its manifest records.
+
+A checkout that a killed publish cut short (the store records when one finished) is first finished, under
+the publisher's lock, so that what is reported is a file changed since, never the kill."""
 
 from __future__ import annotations
 
@@ -8,7 +11,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from builder.releases.store import MANIFEST, ReleaseStore, sha256
+from builder.releases.store import MANIFEST, ReleaseStore, StoreError, sha256
 
 
 class VerifyReport(BaseModel):
@@ -52,6 +55,14 @@ def verify(root: Path | str, version: str | None = None) -> VerifyReport:
         problems += _compare(f"version {v}", manifest, contents)
         n += len(files)
     latest = store.latest()
+    if latest and (version is None or store.resolve(version) == latest) and store.checkout_pending():
+        try:
+            with store.lock():  # repairs the store
+                pass
+        except (OSError, StoreError) as exc:
+            problems.append(f"working tree: the checkout of version {latest} was cut short by a killed publish and "
+                            f"could not be finished here ({exc}); the next publish finishes it")
+            return VerifyReport(versions=chosen, files=n, problems=problems)
     if latest and (version is None or store.resolve(version) == latest):
         recorded = store.read(latest, [MANIFEST])[MANIFEST]
         tree = {str(p.relative_to(store.root)): p.read_bytes() for p in store.root.rglob("*")

@@ -6,7 +6,7 @@ import re
 from typing import Literal
 
 Bump = Literal["major", "minor", "patch"]
-_SEMVER = re.compile(r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)$")
+_SEMVER = re.compile(r"(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)")  # whole strings only (fullmatch): ASCII digits, no newline
 
 
 class VersionError(ValueError):
@@ -14,9 +14,9 @@ class VersionError(ValueError):
 
 
 def parse(version: str) -> tuple[int, int, int]:
-    m = _SEMVER.match(version)
+    m = _SEMVER.fullmatch(version)
     if not m:
-        hint = " (without the leading 'v')" if version.startswith("v") and _SEMVER.match(version[1:]) else ""
+        hint = " (without the leading 'v')" if version.startswith("v") and _SEMVER.fullmatch(version[1:]) else ""
         raise VersionError(f"bad version {version!r}: expected X.Y.Z with numbers and no leading zeros, e.g. 1.0.0{hint}")
     major, minor, patch = (int(g) for g in m.groups())
     return major, minor, patch
@@ -29,7 +29,7 @@ def tag(version: str) -> str:
 
 def from_tag(name: str) -> str | None:
     """The version a tag names, or None for tags that are not release tags."""
-    return name[1:] if name.startswith("v") and _SEMVER.match(name[1:]) else None
+    return name[1:] if name.startswith("v") and _SEMVER.fullmatch(name[1:]) else None
 
 
 def ordered(versions: list[str]) -> list[str]:

@@ -7,7 +7,7 @@ from typing import Literal
 from sqlalchemy import select
 
 from builder.workspace import schema as t
-from builder.workspace.store import Workspace, now
+from builder.workspace.store import Workspace, now, upsert_replace
 
 WaiverKind = Literal["pair", "m2c"]
 
@@ -31,11 +31,9 @@ def waive(ws: Workspace, kind: WaiverKind, item_id: str, lang: str, *, reason: s
         found = ws.rows(select(m.c.test_id).where(m.c.test_id == item_id, m.c.lang == lang))
     if not found:
         raise ValueError(f"no {'sentence pair' if kind == 'pair' else 'M2C test'} {item_id} in {lang}")
-    with ws.transaction() as conn:
-        conn.execute(t.release_waivers.delete().where(t.release_waivers.c.kind == kind, t.release_waivers.c.item_id == item_id,
-                                                      t.release_waivers.c.lang == lang))
-        conn.execute(t.release_waivers.insert().values(kind=kind, item_id=item_id, lang=lang, reason=reason.strip(),
-                                                       waived_by=by.strip(), created_at=now()))
+    with ws.transaction() as conn:  # one upsert: two maintainers waiving the item at once both succeed, the last stays
+        upsert_replace(conn, t.release_waivers, [dict(kind=kind, item_id=item_id, lang=lang, reason=reason.strip(),
+                                                      waived_by=by.strip(), created_at=now())])
 
 
 def list_waivers(ws: Workspace) -> list[dict]:

@@ -18,11 +18,11 @@ from sqlalchemy import (
     UniqueConstraint,
 )
 
-SCHEMA_VERSION = 9  # 2: review projects and annotations (Label Studio); 3: sentence_reviews, m2c_tests, lexicon_forms,
+SCHEMA_VERSION = 10  # 2: review projects and annotations (Label Studio); 3: sentence_reviews, m2c_tests, lexicon_forms,
 # release_waivers; 4: review rows keyed by the Label Studio server's identity (column `server`), no longer by its URL;
 # 5: llm_claims; 6: llm_endpoints, llm_calls.mode and .max_tokens, batches.failures;
-# 7: table_reviews; 8: indexes on review_annotations (lang, stage) and sentence_pairs (lang);
-# 9: review_annotations.withdrawn_at (annotations deleted in Label Studio)
+# 7: table_reviews; 8: indexes on review_annotations (lang, stage) and sentence_pairs (lang); 9: flags.attempts;
+# 10: review_annotations.withdrawn_at (annotations deleted in Label Studio)
 
 # A review server's identity that is only its URL: rows recorded before identities (schema version 3
 # and older), and an external Label Studio that does not show its organization.
@@ -188,6 +188,7 @@ flags = Table(  # written by builder.flags
     Column("lang", String(8), primary_key=True),
     Column("reason", Text, nullable=False),
     Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("attempts", Integer),  # runs of an LLM stage that gave up on the item (NULL: one, or not an LLM stage's flag)
 )
 
 sentence_pairs = Table(

@@ -13,6 +13,7 @@ folders (one per machine or worker) may record the same URL: they are one shared
 from __future__ import annotations
 
 import gc
+import hashlib
 import json
 import os
 from collections.abc import Iterator
@@ -21,12 +22,14 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from filelock import FileLock
 from sqlalchemy import Connection, Engine, Result, Table, create_engine, event, func, inspect, literal, select, text
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, OperationalError
 
+from builder.files import write_text
 from builder.workspace import schema as t
 
 DB_FILE = "workspace.sqlite"
@@ -82,18 +85,36 @@ def _record_server(directory: Path, url: str) -> None:
         return
     if (directory / DB_FILE).exists():
         raise WorkspaceError(f"{directory} holds a SQLite workspace ({DB_FILE}); a database server needs a folder of its own")
-    partial = recorded.with_suffix(".json.partial")
-    partial.write_text(json.dumps({"database_url": url}, indent=1) + "\n", encoding="utf-8")
-    partial.replace(recorded)
+    write_text(recorded, json.dumps({"database_url": url}, indent=1) + "\n")
+
+
+DAMAGED = ("file is not a database", "database disk image is malformed")  # SQLite's words for a damaged file
+CORRUPTED = ("XX001", "XX002")  # PostgreSQL's data_corrupted, index_corrupted
 
 
 def engine_for(url: str) -> Engine:
-    """An engine for a database URL; SQLite gets WAL, foreign keys and a busy time-out."""
+    """An engine for a database URL; SQLite gets WAL, foreign keys and a busy time-out. A damaged database
+    (and, on a server, a lost connection) fails with one `WorkspaceError` naming it and saying what to do."""
     try:
         engine = create_engine(url, future=True)
     except ModuleNotFoundError as exc:
         raise WorkspaceError(f"{make_url(url).render_as_string()} needs the {exc.name} driver: "
                              "pip install 'xbench-builder[postgresql]'") from exc
+
+    @event.listens_for(engine, "handle_error")
+    def _named(ctx) -> None:
+        orig, shown = ctx.original_exception, engine.url.render_as_string()
+        if engine.dialect.name == "sqlite" and any(words in str(orig) for words in DAMAGED):
+            path = engine.url.database
+            raise WorkspaceError(f"the workspace database {path} is damaged ({orig}): restore it from a backup, or "
+                                 f"recover what is readable with `sqlite3 {path} .recover | sqlite3 recovered.sqlite` "
+                                 f"and put that file in its place") from ctx.sqlalchemy_exception
+        if getattr(orig, "sqlstate", None) in CORRUPTED:
+            raise WorkspaceError(f"the workspace database {shown} reports damaged data ({str(orig).strip()}): ask its "
+                                 "administrator to restore it from a backup (or REINDEX a damaged index)") from ctx.sqlalchemy_exception
+        if ctx.is_disconnect and ctx.connection is not None:
+            raise WorkspaceError(f"lost the connection to the workspace database {shown} ({str(orig).strip()}): check "
+                                 "that the server is up, then run the command again (it resumes)") from ctx.sqlalchemy_exception
     if engine.dialect.name == "sqlite":
 
         @event.listens_for(engine, "connect")
@@ -145,6 +166,8 @@ def open_workspace(directory: Path | str | None = None) -> Workspace:
     with engine.connect() as conn:
         try:
             version = conn.execute(select(t.meta.c.value).where(t.meta.c.key == "schema_version")).scalar()
+        except WorkspaceError:
+            raise
         except Exception as exc:  # noqa: BLE001 - any failure here means "not a workspace"
             raise WorkspaceError(f"{directory} is not a builder workspace: {exc}") from exc
     if version is None:
@@ -259,6 +282,25 @@ class Workspace:
     def close(self) -> None:
         self.engine.dispose()
 
+    @contextmanager
+    def exclusive(self, name: str) -> Iterator[None]:
+        """Held by one process at a time among all that open this workspace, for an operation that must not run twice
+        at once (a push to one Label Studio project). On PostgreSQL a session advisory lock on a connection of its
+        own, which covers workers on other machines; on SQLite, whose processes share one machine, a file lock beside
+        the database. Either ends with its holder, so a killed process leaves no lock behind."""
+        digest = hashlib.sha256(name.encode()).digest()
+        if self.engine.dialect.name != "postgresql":
+            with FileLock(self.directory / f".lock-{digest.hex()[:16]}"):
+                yield
+            return
+        key = int.from_bytes(digest[:8], "big", signed=True)
+        with self.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+            conn.execute(text("SELECT pg_advisory_lock(:key)"), {"key": key})
+            try:
+                yield
+            finally:
+                conn.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": key})
+
     # -- generic helpers -------------------------------------------------------------------------
 
     def upsert_ignore(self, conn: Connection, table: Table, rows: list[dict[str, Any]]) -> int:
@@ -287,6 +329,6 @@ class Workspace:
         return [r["data"] for r in self.rows(select(t.languages.c.data).order_by(t.languages.c.code))]
 
     def add_language(self, data: dict[str, Any]) -> None:
+        """Declare a language, or replace its declaration (one upsert: safe when two processes declare it at once)."""
         with self.transaction() as conn:
-            conn.execute(t.languages.delete().where(t.languages.c.code == data["code"]))
-            conn.execute(t.languages.insert().values(code=data["code"], data=data, added_at=now()))
+            upsert_replace(conn, t.languages, [dict(code=data["code"], data=data, added_at=now())])
