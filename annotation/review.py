@@ -29,7 +29,7 @@ from annotation import inflections, judge, sentences
 from annotation.configs import CONFIGS
 from annotation.instructions import instructions
 from annotation.server import Connection, http_client
-from annotation.tasks import call_models, one_task_per_item, parse_annotation, task_hash, textarea
+from annotation.tasks import call_models, one_task_per_item, parse_annotation, revision, task_hash, textarea
 from builder import reviews
 from builder.languages import SEED_LANGUAGES, registry
 from builder.records import Language
@@ -229,10 +229,6 @@ def stage_tasks(ws: Workspace, lang: str, stage: str) -> list[dict]:
     return TASKS[base](ws, lang) if stage == base else adjudication_tasks(ws, lang, base)
 
 
-# What a task was asked on, by the stage its items belong to: a task asking for another revision is a new task.
-REVISION = {"translation": "proposal_id", "sentences": "version", "inflections": "version", "judge": "version"}
-
-
 def _supersede(ls: LabelStudio, old: Existing, new_id: int) -> None:
     """Close a task whose item is asked again in task `new_id`: its annotations stay with it, as they were made
     on what it showed; its row says it is superseded, and the labeling stream no longer offers it."""
@@ -261,7 +257,6 @@ def _push(ws: Workspace, ls: LabelStudio, conn: Connection, lang: str, stage: st
     if overlap > 1:
         ls.projects.update(id=pid, maximum_annotations=overlap, overlap_cohort_percentage=round(overlap_share * 100))
     have, spare = existing_tasks(ls, pid)
-    revision = REVISION[base_stage(stage)]
     summary = PushSummary(duplicates_removed=len(spare))
     for task_id in spare:
         ls.tasks.delete(id=str(task_id))
@@ -273,7 +268,7 @@ def _push(ws: Workspace, ls: LabelStudio, conn: Connection, lang: str, stage: st
             new.append(task)
         elif old.data.get("hash") == data["hash"]:
             summary.unchanged += 1
-        elif old.annotated and old.data.get(revision) != data[revision]:
+        elif old.annotated and revision(old.data) != revision(data):
             new.append(task)
             superseded.append(old)
         else:  # its drafts are replaced: Label Studio pre-fills a new annotation with the first

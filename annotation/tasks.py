@@ -43,14 +43,23 @@ def parse_annotation(ann: dict) -> dict:
     return fields
 
 
+def revision(data: dict) -> Any:
+    """What a task asks about: the proposal (a translation) or the version (a pair, a table) its item had when it
+    was pushed. An item asked again after annotations gets a task of its own; tasks of one revision are copies."""
+    return data.get("proposal_id", data.get("version"))
+
+
 def one_task_per_item(tasks: Iterable[dict]) -> Iterator[tuple[dict, dict]]:
-    """(task, annotation) for each annotation of a project's export, as if each item had one task: the annotations on
-    copies of an item's task (two pushes at once, before pushes were locked) are the oldest copy's, and of one curator's
-    annotations on the copies only the latest counts, as when a curator revises an annotation."""
+    """(task, annotation) for each annotation of a project's export, as if each item had one task per revision: the
+    annotations on copies of an item's task (two pushes at once, before pushes were locked) are the oldest copy's, and
+    of one curator's annotations on the copies only the latest counts, as when a curator revises an annotation. A task
+    of another revision keeps its own annotations, superseded or not (a push cut short between importing a revision's
+    task and closing the old one leaves both open)."""
     copies: dict[Any, list[dict]] = {}
     for task in sorted(tasks, key=lambda task: task["id"]):
-        data = task.get("data") or {}  # a task superseded by a new revision keeps its own annotations
-        copies.setdefault(task["id"] if "superseded_by" in data else data.get("item_key", task["id"]), []).append(task)
+        data = task.get("data") or {}
+        copies.setdefault(task["id"] if "superseded_by" in data or "item_key" not in data
+                          else (data["item_key"], revision(data)), []).append(task)
     for first, *others in copies.values():
         anns = [ann for task in (first, *others) for ann in task.get("annotations") or []]
         if others:

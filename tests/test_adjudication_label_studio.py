@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 
 from annotation import server as ls_server
 from annotation.autoreview import reviewer_account
-from annotation.review import client, push
+from annotation.review import client, push, stage_tasks
 from builder.cli import app
 from builder.generate import generate, regenerate
 from builder.languages import registry
@@ -165,6 +165,27 @@ def test_a_deleted_annotation_stops_counting_and_an_item_asked_again_gets_a_fres
     _say(conn, fresh, a, "english", "accept", translation=fresh.data["draft"])
     _builder("review", "pull")
     assert "revised" in verified(ws, "es")[again]["text"]
+
+
+def test_a_push_cut_short_before_closing_the_old_task_loses_no_decision_on_the_new_revision(maintainer, server):
+    ws, conn = maintainer
+    _llm(ws, server, lambda c: translate(ws, c, [registry()["fr"]], scope=Scope.parse(ws, "can fly")))
+    push(ws, conn, "fr")
+    tasks = _tasks(conn, ws, "translation", "fr")
+    item = sorted(tasks)[0]
+    a = reviewer_account(conn, "cur-a")
+    _say(conn, tasks[item], a, "english", "reject", comment="wrong sense")
+    _builder("review", "pull")
+    assert _llm(ws, server, lambda c: repropose(ws, c, registry()["fr"], rejected_items(ws, "fr"))) == 1
+    # The push imports the new revision's task and dies before it closes the old one: both are open.
+    (asked,) = [tk for tk in stage_tasks(ws, "fr", "translation") if tk["data"]["item_id"] == item]
+    pid = review_project(ws, "translation", "fr", conn.server).project_id
+    (fresh,) = client(conn).projects.import_tasks(id=pid, request=[{"data": asked["data"]}], return_task_ids=True).task_ids
+    _say(conn, client(conn).tasks.get(id=fresh), a, "english", "accept", translation=asked["data"]["draft"])
+    _builder("review", "pull")
+    word = verified(ws, "fr")[item]  # the decision on revision 2 counts for revision 2, not for the old task's
+    assert "revised" in word["text"] and word["proposal_id"] == asked["data"]["proposal_id"]
+    assert push(ws, conn, "fr").created == 0  # verified: nothing more to ask
 
 
 def test_a_sentence_pair_fixed_after_verification_is_held_and_adjudicated_a_deleted_accept_is_withdrawn_and_a_rewrite_gets_a_fresh_task(

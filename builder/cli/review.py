@@ -115,9 +115,9 @@ def review_pull(workspace: Path | None = WorkspaceOpt) -> None:
     if s.forms:
         out.print("inflection forms: " + ", ".join(f"{k} {v}" for k, v in sorted(s.forms.items())))
     for (stage, lang), n in sorted(s.disagreements.items()):
+        push_them = command(ws, "review", "push", "--stage", reviews.ADJUDICATION[stage], "--lang", lang)
         out.print(f"{n} new disagreement{'s' if n != 1 else ''} in {stage} {lang}, held until adjudicated: "
-                  f"`builder review push --stage {reviews.ADJUDICATION[stage]} --lang {lang}` pushes "
-                  f"{'them' if n != 1 else 'it'} to the adjudicators")
+                  f"`{push_them}` pushes {'them' if n != 1 else 'it'} to the adjudicators", markup=False, highlight=False)
     flag_scripts(ws)
     show_steps(ws, next_steps(ws))
 
