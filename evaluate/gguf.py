@@ -63,8 +63,11 @@ def converted(path: Path, cache: Path | None = None, log=lambda message: None) -
     building = Path(tempfile.mkdtemp(prefix=f".{digest[:12]}-", dir=folder.parent))
     try:
         info = _convert(path, digest, building)
-        if not folder.exists():  # another process may have finished the same conversion first
+        try:
             building.rename(folder)
+        except OSError:  # another process finished the same conversion first (between a check and the rename, too)
+            if not record.is_file():
+                raise
     finally:
         shutil.rmtree(building, ignore_errors=True)
     return folder, info

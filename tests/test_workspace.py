@@ -5,7 +5,7 @@ import json
 import threading
 
 import pytest
-from sqlalchemy import select
+from sqlalchemy import inspect, select, text
 from typer.testing import CliRunner
 
 from builder.cli import app
@@ -149,3 +149,53 @@ def test_writers_replacing_one_row_at_once_all_succeed_and_one_row_stays(demo_ws
     assert language in [{"code": "xx", "name": f"Language {n}"} for n in range(workers)]
     assert (waiver["reason"], waiver["waived_by"]) in [(f"reason {n}", f"curator {n}") for n in range(workers)]
     assert (project.title, project.server) == (f"project {project.project_id}", f"local:{project.project_id}")
+
+
+def _at_once(workers: int, work) -> list[BaseException]:
+    """`work(n)` in `workers` threads released together; the exceptions they raised."""
+    together = threading.Barrier(workers, timeout=60)
+    failures: list[BaseException] = []
+
+    def run(n: int) -> None:
+        together.wait()
+        try:
+            work(n)
+        except Exception as exc:  # noqa: BLE001 - every failure is reported by the caller's assertion
+            failures.append(exc)
+
+    threads = [threading.Thread(target=run, args=(n,)) for n in range(workers)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    return failures
+
+
+@pytest.mark.both_databases
+def test_workers_opening_an_older_workspace_at_once_migrate_it_once_and_all_open_it(ws):
+    """Six workers of a newer builder start together on a workspace of schema 7 (no index on sentence pairs' language,
+    no llm_calls.max_tokens): one migrates it, the others wait and find it done; none fails on a column or an index."""
+    with ws.transaction() as conn:
+        conn.execute(text("DROP INDEX ix_sentence_pairs_lang"))
+        conn.execute(text("ALTER TABLE llm_calls DROP COLUMN max_tokens"))
+        conn.execute(t.meta.update().where(t.meta.c.key == "schema_version").values(value="7"))
+    opened = []
+    assert not _at_once(6, lambda n: opened.append(open_workspace(ws.directory)))
+    try:
+        assert len(opened) == 6
+        assert ws.rows(select(t.meta.c.value).where(t.meta.c.key == "schema_version")) == [{"value": str(t.SCHEMA_VERSION)}]
+        found = inspect(ws.engine)
+        assert "max_tokens" in {c["name"] for c in found.get_columns("llm_calls")}
+        assert "ix_sentence_pairs_lang" in {i["name"] for i in found.get_indexes("sentence_pairs")}
+    finally:
+        for handle in opened:
+            handle.close()
+
+
+def test_evaluations_opening_one_new_llm_cache_file_at_once_all_open_it(tmp_path):
+    """Runs with an endpoint sharing a results folder open its cache file (`OUT/llm-cache.sqlite`) together, new."""
+    opened = []
+    assert not _at_once(6, lambda n: opened.append(LLMCache.open(tmp_path / "out" / "llm-cache.sqlite")))
+    for cache in opened:
+        assert cache.endpoints() == []
+        cache.close()

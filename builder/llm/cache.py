@@ -25,6 +25,7 @@ from sqlalchemy.exc import DatabaseError
 
 from builder.records import LLMCall
 from builder.workspace import schema as t
+from builder.workspace import store
 from builder.workspace.store import Workspace, add_missing_columns, as_dicts, engine_for, now, upsert_ignore, upsert_replace
 
 TABLES = (t.llm_calls, t.llm_cache, t.llm_endpoints, t.batches, t.llm_claims)
@@ -78,9 +79,10 @@ class LLMCache:
         path.parent.mkdir(parents=True, exist_ok=True)
         engine = engine_for(f"sqlite:///{path.resolve()}")
         try:
-            t.metadata.create_all(engine, tables=list(TABLES))
-            with engine.begin() as conn:
-                add_missing_columns(conn, TABLES)
+            with store.exclusive(engine, path.parent, f"LLM cache {path.name}"):  # two evaluations opening it new at once
+                t.metadata.create_all(engine, tables=list(TABLES))
+                with engine.begin() as conn:
+                    add_missing_columns(conn, TABLES)
         except DatabaseError as exc:
             engine.dispose()
             raise LLMCacheError(f"{path} is not an LLM cache (an SQLite file): {exc.orig}") from exc

@@ -17,7 +17,7 @@ import hashlib
 import json
 import os
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -32,6 +32,7 @@ from sqlalchemy.exc import ArgumentError, OperationalError
 from builder.files import write_text
 from builder.workspace import schema as t
 
+SCHEMA_LOCK = "workspace schema"  # held while the schema is made or migrated (`exclusive`)
 DB_FILE = "workspace.sqlite"
 SERVER_FILE = "workspace.json"  # {"database_url": …}: the folder's database is on a PostgreSQL server
 DRIVER = "postgresql+psycopg"
@@ -129,6 +130,26 @@ def engine_for(url: str) -> Engine:
     return engine
 
 
+@contextmanager
+def exclusive(engine: Engine, directory: Path, name: str) -> Iterator[None]:
+    """Held by one process at a time among all that use the database, for an operation that must not run twice at once
+    (making or migrating the schema, a push to one Label Studio project). On PostgreSQL a session advisory lock on a
+    connection of its own, which covers workers on other machines; on SQLite, whose processes share one machine, a file
+    lock in `directory` (the database's folder). Either ends with its holder: a killed process leaves no lock behind."""
+    digest = hashlib.sha256(name.encode()).digest()
+    if engine.dialect.name != "postgresql":
+        with FileLock(directory / f".lock-{digest.hex()[:16]}"):
+            yield
+        return
+    key = int.from_bytes(digest[:8], "big", signed=True)
+    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        conn.execute(text("SELECT pg_advisory_lock(:key)"), {"key": key})
+        try:
+            yield
+        finally:
+            conn.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": key})
+
+
 def _connected(engine: Engine, directory: Path) -> Engine:
     """The engine, once a connection works; an unreachable server is one clear error naming it."""
     try:
@@ -147,14 +168,15 @@ def init_workspace(directory: Path | str | None = None, *, database_url: str | N
     if database_url:
         _record_server(directory, server_url(database_url))
     engine = _connected(engine_for(workspace_url(directory)), directory)
-    t.metadata.create_all(engine)
-    with engine.begin() as conn:
-        version = conn.execute(select(t.meta.c.value).where(t.meta.c.key == "schema_version")).scalar()
-        if version is None:
-            conn.execute(t.meta.insert().values(key="schema_version", value=str(t.SCHEMA_VERSION)))
-            conn.execute(t.meta.insert().values(key="created_at", value=now().isoformat()))
-    if version is not None:
-        _bring_up_to_date(engine, int(version))
+    with exclusive(engine, directory, SCHEMA_LOCK):
+        t.metadata.create_all(engine)
+        with engine.begin() as conn:
+            version = conn.execute(select(t.meta.c.value).where(t.meta.c.key == "schema_version")).scalar()
+            if version is None:
+                conn.execute(t.meta.insert().values(key="schema_version", value=str(t.SCHEMA_VERSION)))
+                conn.execute(t.meta.insert().values(key="created_at", value=now().isoformat()))
+        if version is not None:
+            _bring_up_to_date(engine, int(version))
     return Workspace(directory, engine)
 
 
@@ -172,7 +194,11 @@ def open_workspace(directory: Path | str | None = None) -> Workspace:
             raise WorkspaceError(f"{directory} is not a builder workspace: {exc}") from exc
     if version is None:
         raise WorkspaceError(f"{directory} is not a builder workspace: it records no schema version")
-    _bring_up_to_date(engine, int(version))
+    if int(version) != t.SCHEMA_VERSION:
+        with exclusive(engine, directory, SCHEMA_LOCK):  # another process may be migrating it: then it finds it done
+            with engine.connect() as conn:
+                version = conn.execute(select(t.meta.c.value).where(t.meta.c.key == "schema_version")).scalar()
+            _bring_up_to_date(engine, int(version))
     return Workspace(directory, engine)
 
 
@@ -282,24 +308,9 @@ class Workspace:
     def close(self) -> None:
         self.engine.dispose()
 
-    @contextmanager
-    def exclusive(self, name: str) -> Iterator[None]:
-        """Held by one process at a time among all that open this workspace, for an operation that must not run twice
-        at once (a push to one Label Studio project). On PostgreSQL a session advisory lock on a connection of its
-        own, which covers workers on other machines; on SQLite, whose processes share one machine, a file lock beside
-        the database. Either ends with its holder, so a killed process leaves no lock behind."""
-        digest = hashlib.sha256(name.encode()).digest()
-        if self.engine.dialect.name != "postgresql":
-            with FileLock(self.directory / f".lock-{digest.hex()[:16]}"):
-                yield
-            return
-        key = int.from_bytes(digest[:8], "big", signed=True)
-        with self.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
-            conn.execute(text("SELECT pg_advisory_lock(:key)"), {"key": key})
-            try:
-                yield
-            finally:
-                conn.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": key})
+    def exclusive(self, name: str) -> AbstractContextManager[None]:
+        """Held by one process at a time among all that open this workspace (`exclusive`)."""
+        return exclusive(self.engine, self.directory, name)
 
     # -- generic helpers -------------------------------------------------------------------------
 
