@@ -28,7 +28,7 @@ from sqlalchemy import select
 from annotation import inflections, judge, sentences
 from annotation.configs import CONFIGS
 from annotation.instructions import instructions
-from annotation.server import Connection, http_client
+from annotation.server import Connection
 from annotation.tasks import call_models, one_task_per_item, parse_annotation, revision, task_hash, textarea
 from builder import reviews
 from builder.languages import SEED_LANGUAGES, registry
@@ -51,7 +51,7 @@ class PushSummary:
 
 
 def client(conn: Connection) -> LabelStudio:
-    return LabelStudio(base_url=conn.url, api_key=conn.token, httpx_client=http_client(conn.url))
+    return conn.client()
 
 
 def title(stage: str, lang: Language) -> str:

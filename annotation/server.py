@@ -56,6 +56,10 @@ class Connection:
     def __repr__(self) -> str:  # never show the token
         return f"Connection(url={self.url!r}, server={self.server!r}, token=<hidden>)"
 
+    def client(self):
+        """Label Studio's SDK client for this server (`sdk_client`)."""
+        return sdk_client(self.url, self.token)
+
 
 def venv_dir() -> Path:
     """`BUILDER_LABEL_STUDIO_VENV` if set (an environment of your own), else the locked version's."""
@@ -147,10 +151,9 @@ def server_identity(data: Path) -> str:
 def external_identity(url: str, token: str) -> str:
     """The identity of a server we did not start: `org:<id>@<created>` of the organization the token
     belongs to, else (a server that does not show it) `url:<url>`."""
-    from label_studio_sdk import LabelStudio
     from label_studio_sdk.core.api_error import ApiError
 
-    ls = LabelStudio(base_url=url, api_key=token, httpx_client=http_client(url))
+    ls = sdk_client(url, token)
     org, created = None, {}
     try:
         org = ls.users.whoami().active_organization
@@ -168,10 +171,11 @@ def lost(url: str, exc: Exception) -> str:
             "the server already holds")
 
 
-def http_client(url: str):
-    """The HTTP client the Label Studio SDK is given: its connection errors name the server and say what to do.
-    They keep their httpx types, so the SDK still retries them as it does."""
+def sdk_client(url: str, token: str):
+    """Label Studio's SDK client for the server at `url`, whose connection errors name the server and say what to do
+    (`lost`). They keep their httpx types, so the SDK still retries them as it does."""
     import httpx
+    from label_studio_sdk import LabelStudio
 
     class Named(httpx.HTTPTransport):
         def handle_request(self, request: httpx.Request) -> httpx.Response:
@@ -180,7 +184,8 @@ def http_client(url: str):
             except httpx.TransportError as exc:
                 raise type(exc)(lost(url, exc), request=request) from exc
 
-    return httpx.Client(timeout=60, follow_redirects=True, transport=Named())
+    http = httpx.Client(timeout=60, follow_redirects=True, transport=Named())  # the SDK's own defaults
+    return LabelStudio(base_url=url, api_key=token, httpx_client=http)
 
 
 def _write_secret(path: Path, value: str) -> None:
