@@ -170,8 +170,8 @@ def test_a_rejected_pair_the_llm_cannot_rewrite_stays_rejected_and_is_asked_agai
     record_pull(ws, SERVER, [_said(1, "sentences", pair, "reject", comment="say it plainly", sentences=SentenceEdit(
         version=current["version"], draft_acceptable=current["acceptable"], draft_unacceptable=current["unacceptable"]))])
     held = cli("publish", "--dry-run", "--bump", "minor", "--lang", "fr", *cli.here, ok=False)
-    command = re.search(r"a curator rejected the sentences \(say it plainly\); `([^`]+)` writes them again", held).group(1)
-    assert command == "builder review repropose --stage sentences --lang fr"
+    command = re.search(r"a curator rejected the sentences \(say it plainly\)[^`]*`([^`]+)`", held).group(1)
+    assert shlex.split(command)[:4] == ["builder", "review", "repropose", "--stage"] and command.endswith(" fr")
     server.lexicon.sentences[("fr", PROP, "kettle")] = {"sentence": "Rien.", "concept_span": "Rien", "concept_form": "Rien",
                                                         "property_span": "Rien"}
     out = cli(*shlex.split(command)[1:], *cli.here)
@@ -360,3 +360,20 @@ def test_english_sentences_are_a_step_and_a_language_with_nothing_pending_is_pub
     assert not [w for w, _ in steps(out) if w.startswith("en English:")]
     published = follow(cli, out, "nothing pending in en: publish a release")
     assert "published 0.1.0 (first release)" in published and "en 423" in published
+
+
+def test_a_batch_is_collected_by_the_command_its_message_names(sample_ws, server, cli):
+    first = cli("translate", "--lang", "fr", "--properties", PROP, "--batch", *cli.here)
+    assert re.search(r"submitted batch \S+ \(\d+ requests\); run the same command again to collect", first)
+    assert reviews.latest_proposals(sample_ws, "fr") == {}
+    again = cli("translate", "--lang", "fr", "--properties", PROP, "--batch", *cli.here)
+    assert "completed" in again and len(reviews.latest_proposals(sample_ws, "fr")) == 10
+
+
+def test_templates_waiting_for_forms_name_the_fill_that_proposes_them(ws, server, cli, tmp_path):
+    root = _templates(tmp_path)
+    out = cli("templates", "render", "--lang", "de", "--templates", str(root), *cli.here)
+    command = re.search(r"\(run `([^`]+)` with the templates rendered here, then verify the forms\)", out).group(1)
+    assert command == "builder templates fill --lang de"
+    cli(*shlex.split(command)[1:], "--templates", str(root), *cli.here)
+    assert needs(ws, "de", root) == [] and ws.count(t.lexicon_forms) == 6  # proposed, for curators to verify

@@ -290,7 +290,8 @@ def resolver(ws: Workspace, *, include_unverified: bool = False, report: Resolut
         if not lexemes:
             raise NoLexemes(f"no lemma of this placeholder has all of {', '.join(bundles)} "
                                 f"{'proposed or verified' if include_unverified else 'verified'} in the {lang.code} lexicon "
-                                "(run `builder templates fill`, then verify the forms)", ref.where)
+                                f"(run `builder templates fill --lang {lang.code}` with the templates rendered here, then "
+                                "verify the forms)", ref.where)
         return lexemes
 
     return resolve
