@@ -47,12 +47,12 @@ from builder.workspace.store import Workspace, collector_paused, now
 
 __all__ = [
     "ADJUDICATION", "JUDGE_DECISIONS", "REVIEW_STAGES", "SENTENCE_DECISIONS", "TRANSLATION_DECISIONS",
-    "AcceptSummary", "Annotation", "FormsEdit", "PullSummary", "RecordedByUrl", "ReviewProject", "SentenceEdit",
+    "AcceptSummary", "Annotation", "DecisionLineage", "FormsEdit", "PullSummary", "RecordedByUrl", "ReviewProject", "SentenceEdit",
     "SentenceReview", "StageAgreement", "TranslationEdit",
     "accept", "adopt_server", "base_stage", "curators", "current_pairs", "current_tables", "decisions", "disagreements",
     "judge_decisions", "judge_pending", "latest_proposals", "opinions", "record_pull", "record_seed_words",
     "recorded_by_url", "rejected_items", "rejected_pairs", "remember_project", "review_project", "review_projects",
-    "review_status", "sentence_decisions", "stage_agreement",
+    "review_status", "sentence_decisions", "sentence_lineage", "stage_agreement",
 ]
 
 ReviewStage = Literal["translation", "adjudication", "sentences", "adjudicate-pairs", "inflections", "adjudicate-forms",
@@ -513,6 +513,23 @@ def _pair_decisions(ws: Workspace, lang: str, stage: str) -> dict[str, SentenceR
                                 unacceptable=a["unacceptable"], reviewer=who, comment=a["comment"],
                                 annotation_id=a["annotation_id"])
             for pid, (a, who) in _settle(stage, *opinions(ws, lang, stage)).items()}
+
+
+class DecisionLineage(Record):
+    """The Label Studio annotation whose decision settles a pair's sentences: what a release names as their lineage."""
+
+    server: str  # the server's identity, as on `Annotation`
+    annotation_id: int
+    task_id: int
+    stage: str  # "sentences", or its adjudication's stage
+    decided_at: datetime  # the annotation's last change
+
+
+def sentence_lineage(ws: Workspace, lang: str) -> dict[str, DecisionLineage]:
+    """pair id -> the annotation behind its settled sentence decision (the one `sentence_decisions` gives)."""
+    return {pid: DecisionLineage(server=a["server"], annotation_id=a["annotation_id"], task_id=a["task_id"],
+                                 stage=a["stage"], decided_at=_utc(a["updated_at"]))
+            for pid, (a, _) in _settle("sentences", *opinions(ws, lang, "sentences")).items()}
 
 
 def rejected_pairs(ws: Workspace, lang: str) -> dict[str, str]:

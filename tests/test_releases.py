@@ -96,7 +96,7 @@ def expected_rows(ws, lang: str) -> dict[str, dict]:
             "acceptable_concept_span": list(s["spans"]["acceptable_concept"]),
             "unacceptable_concept_span": list(s["spans"]["unacceptable_concept"]),
             "review_status": "source" if lang == "en" else "verified", "n_reviewers": 0 if lang == "en" else 1,
-            "corrected": False,
+            "corrected": False, "sentence_origin": "comps" if lang == "en" else "llm", "sentence_review": None,
         }
     return out
 
