@@ -139,7 +139,7 @@ def _occurrence(ws: Workspace, lang: Language, pairs, sentences: dict[str, dict]
         texts, spans, names = released
         if None in spans:
             continue  # the integrity check's business
-        sides = [occurrence.Side(sentence=text, span=tuple(span), names=tuple(n for n in (name, sp[f"{role}_form"]) if n))
+        sides = [occurrence.Side(sentence=text, span=tuple(span), names=occurrence.names(name, sp[f"{role}_form"]))
                  for role, text, span, name in zip(("acceptable", "unacceptable"), texts, spans, names)]
         if problems := occurrence.problems(*sides, spaced=lang.spaced, script=lang.script):
             found[pid] = "; ".join(problems)

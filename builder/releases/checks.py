@@ -179,19 +179,6 @@ BLOCKING = {"occurrence": "the pair as released no longer shows it: run `builder
 WAIVE = "or waive the pair (`builder releases waive {pid} -l {lang} --reason … --by …`)"
 
 
-def _occurrence(c: ConfigRows, i: int, spaced: bool, script: str) -> list[str]:
-    """The occurrence audit's rule (`builder.audits.occurrence`) on the row as it would be released."""
-    if None in c.concept_spans[i]:
-        return []  # the integrity check's business
-    col = c.columns
-    a0, a1, u0, u1 = c.concept_spans[i]
-    sides = [occurrence.Side(sentence=col[f"{role}_sentence"][i], span=span,
-                             names=tuple(n for n in (col[f"{role}_concept"][i], form) if n))
-             for role, span, form in (("acceptable", (a0, a1), c.concept_forms[i][0]),
-                                      ("unacceptable", (u0, u1), c.concept_forms[i][1]))]
-    return occurrence.problems(*sides, spaced=spaced, script=script)
-
-
 def _audits(configs: dict[str, ConfigRows], flags: AuditFlags) -> CheckResult:
     """Each pair as it would be released, under the audits' own rules, and every open audit flag on it: a finding
     holds the pair back unless it is waived."""
@@ -200,12 +187,17 @@ def _audits(configs: dict[str, ConfigRows], flags: AuditFlags) -> CheckResult:
     for c in configs.values():
         if c.is_m2c:
             continue
-        ids = c.ids()
+        col = c.columns
         spaced, script = flags.scripts.get(c.lang, (True, "Latn"))
-        for i, pid in enumerate(ids):
+        rows = zip(c.ids(), col["acceptable_sentence"], col["unacceptable_sentence"], col["acceptable_concept"],
+                   col["unacceptable_concept"], c.concept_spans, c.concept_forms)
+        for pid, sa, su, wa, wu, (a0, a1, u0, u1), (fa, fu) in rows:
             key = (pid, c.lang)
             similar += c.lang == "en" and pid in flags.similarity
-            found = _occurrence(c, i, spaced, script)
+            # The occurrence audit's rule on the pair as it would be released (missing spans: the integrity check's)
+            found = [] if None in (a0, a1, u0, u1) else occurrence.problems(
+                occurrence.Side(sa, (a0, a1), occurrence.names(wa, fa)),
+                occurrence.Side(su, (u0, u1), occurrence.names(wu, fu)), spaced=spaced, script=script)
             for stage, why in flags.open.get(key, {}).items():
                 if stage == "occurrence" and found:
                     continue  # the same finding, made again on the released sentences
