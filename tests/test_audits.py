@@ -5,11 +5,13 @@ import re
 
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from sqlalchemy import select
 from test_generate import stage as run  # a stage over some properties, answered by the stand-in
 from typer.testing import CliRunner
 
-from builder.audits import audit, overlap_table, shared
+from builder.audits import audit, occurrence, overlap_table, shared
 from builder.audits.occurrence import Side, problems
 from builder.audits.overlap import PairWords
 from builder.audits.similarity import similarities, type_problems
@@ -64,6 +66,39 @@ def test_a_concept_named_twice_or_inside_the_other_sentence_is_found():
     # Words, not letters, in spaced scripts: "ant" is not in "elephant".
     assert problems(Side(sentence="An elephant lives in colonies.", span=(0, 11), names=("elephant",)),
                     Side(sentence="An ant lives in colonies.", span=(0, 6), names=("ant",)), spaced=True, script="Latn") == []
+
+
+WORDS = ["ong", "Ong", "bắp", "cày", "máy", "bay", "Bay", "STRASSE", "straße", "cafe\u0301", "café", "الكرة", "كرة",
+         "للكرة", "ball", "football"]
+SEPARATORS = [" ", "  ", "\u00a0", "-", ", ", "'", " (", ") "]
+
+
+@st.composite
+def spaced_text(draw, most: int = 6) -> str:
+    words = draw(st.lists(st.sampled_from(WORDS), min_size=1, max_size=most))
+    seps = draw(st.lists(st.sampled_from(SEPARATORS), min_size=len(words) + 1, max_size=len(words) + 1))
+    return "".join(s + w for s, w in zip(seps, words)) + seps[-1]
+
+
+@st.composite
+def side(draw, unspaced: bool = False) -> Side:
+    sentence = draw(st.text("球棒用于击球鹰會飛", min_size=1, max_size=12) if unspaced else spaced_text())
+    start = draw(st.integers(0, len(sentence)))
+    names = draw(st.lists(st.text("球棒鹰", min_size=1, max_size=2) if unspaced else spaced_text(2), min_size=1, max_size=2))
+    return Side(sentence=sentence, span=(start, draw(st.integers(start, len(sentence)))), names=tuple(names))
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.data())
+def test_the_occurrence_rule_clears_a_pair_unread_only_when_reading_it_word_by_word_finds_nothing(data):
+    """The rule's shortcut is exact: separators other than one space, case, composed and decomposed letters,
+    prefixed particles: whatever the word-by-word reading finds, the shortcut never clears."""
+    unspaced = data.draw(st.booleans())
+    script = "Hans" if unspaced else data.draw(st.sampled_from(["Latn", "Arab"]))
+    a, u = data.draw(side(unspaced)), data.draw(side(unspaced))
+    found = occurrence._read(a, u, spaced=not unspaced, script=script)
+    assert not (found and occurrence.clear(a, u, spaced=not unspaced)), found
+    assert problems(a, u, spaced=not unspaced, script=script) == found
 
 
 def test_generated_pairs_naming_their_concept_twice_are_flagged_then_cleared_when_rewritten(sample_ws, server):

@@ -120,8 +120,12 @@ def problems(acceptable: Side, unacceptable: Side, *, spaced: bool, script: str)
     The one definition of the rule: the audit (`builder.audits.run`) flags what it returns and the release
     check (`builder.releases.checks`) refuses it, on every pair, with no looser filter in front (`clear` is
     the rule's own exact shortcut)."""
-    if clear(acceptable, unacceptable, spaced=spaced):
-        return []
+    return [] if clear(acceptable, unacceptable, spaced=spaced) else _read(acceptable, unacceptable, spaced=spaced,
+                                                                             script=script)
+
+
+def _read(acceptable: Side, unacceptable: Side, *, spaced: bool, script: str) -> list[str]:
+    """The rule, the sentences read word by word."""
     out = []
     for role, own, other in (("acceptable", acceptable, unacceptable), ("unacceptable", unacceptable, acceptable)):
         text = _Sentence(own.sentence, spaced=spaced, script=script)
