@@ -5,6 +5,7 @@ language what is released and what is not."""
 from __future__ import annotations
 
 import asyncio
+from datetime import datetime, timedelta, timezone
 
 import pytest
 from conftest import settings_for
@@ -19,8 +20,10 @@ from builder.languages import declare, registry
 from builder.llm.cache import LLMCache
 from builder.llm.client import LLMClient
 from builder.llm.standin import Faults
-from builder.records import pair_id
-from builder.reviews import accept, sentence_decisions
+from builder.records import concept_id, pair_id
+from builder.releases.checks import ReleaseCheckError
+from builder.releases.publish import PublishRequest, publish
+from builder.reviews import Annotation, SentenceEdit, accept, current_pairs, record_pull, sentence_decisions
 from builder.selection import Scope
 from builder.translate import translate
 from builder.workspace import schema as t
@@ -168,3 +171,35 @@ def test_curator_written_and_fixed_pairs_are_released_with_their_text_words_span
     assert rows[train_bus]["unacceptable_concept"] == rows[plane_bus]["unacceptable_concept"] == "बस"
     assert rows[train_bus]["acceptable_concept"] == "रेलगाड़ी" and rows[train_bus]["property"] == rails_hi
     assert {r["unacceptable_concept"] for p, r in rows.items() if p not in written} <= {w for w in HINDI.values()}
+
+
+def test_a_word_verified_again_after_curators_settled_the_sentences_keeps_those_that_name_it(demo_ws, tmp_path):
+    """Curators fix the two German pairs with "bus" to name it otherwise; the word is then verified again as one
+    of their words. The pair whose sentences name the word as it now is stays released; the other waits."""
+    ws, bus = demo_ws, concept_id("bus")
+    fixed = {pair_id(FLY, "airplane", "bus"): "Reisecar", pair_id(RAILS, "train", "bus"): "Linienwagen"}
+    current = current_pairs(ws, "de")
+    earlier = datetime.now(timezone.utc) - timedelta(hours=1)
+    annotations = []
+    for n, (pid, word) in enumerate(sorted(fixed.items())):
+        sp = current[pid]
+        u0, u1 = sp["spans"]["unacceptable_concept"]
+        annotations.append(Annotation(
+            stage="sentences", lang="de", item_id=pid, annotation_id=n + 1, server="local:test", task_id=n + 1,
+            decision="fix", reviewer="curator", created_at=earlier, updated_at=earlier,
+            sentences=SentenceEdit(version=sp["version"], draft_acceptable=sp["acceptable"],
+                                   draft_unacceptable=sp["unacceptable"],
+                                   unacceptable=sp["unacceptable"][:u0] + word + sp["unacceptable"][u1:])))
+    record_pull(ws, "local:test", annotations)  # what a pull records
+    with ws.transaction() as conn:  # then the word is verified again, as a curator's correction is
+        conn.execute(t.verified_words.update().where(t.verified_words.c.item_id == bus, t.verified_words.c.lang == "de")
+                     .values(text="Reisecar", verified_at=datetime.now(timezone.utc)))
+    res = publish(ws, PublishRequest(target=tmp_path / "r", version="0.1.0", langs=["de"], exclude_unverified=True))
+    rows = {r["pair_id"]: r for r in releases.load(tmp_path / "r", "0.1.0", "de")}
+    kept, waiting = (pair_id(FLY, "airplane", "bus"), pair_id(RAILS, "train", "bus"))
+    assert rows[kept]["unacceptable_concept"] == "Reisecar" and "Reisecar" in rows[kept]["unacceptable_sentence"]
+    assert rows[kept]["sentence_review"] == f"local:test annotation {sorted(fixed).index(kept) + 1}" and waiting not in rows
+    assert next(c for c in res.report.coverage if c.config == "de").excluded == 1
+    with pytest.raises(ReleaseCheckError) as exc:
+        publish(ws, PublishRequest(target=tmp_path / "r", version="0.2.0", langs=["de"]))
+    assert f"de {waiting}: unacceptable concept {bus} was re-verified after the sentence was written" in str(exc.value)

@@ -73,11 +73,14 @@ def audit_flags(ws: Workspace) -> AuditFlags:
     """The pair audits' open flags, the pair waivers and the languages' scripts, for the release check."""
     reg = registry(ws)
     flags: dict[tuple[str, str], dict[str, str]] = {}
+    similarity = {}
     for f in list_flags(ws):
         if f.stage in BLOCKING:
             flags.setdefault((f.item_id, f.lang), {})[f.stage] = f.reason
+        elif f.stage == "similarity":
+            similarity[f.item_id] = f.reason
     return AuditFlags(scripts={code: (lang.spaced, lang.script) for code, lang in reg.items()}, open=flags,
-                      similarity={f.item_id: f.reason for f in list_flags(ws, stage="similarity")},
+                      similarity=similarity,
                       waived={(w["item_id"], w["lang"]): f"{w['reason']}, by {w['waived_by']}"
                               for w in list_waivers(ws) if w["kind"] == "pair"})
 
