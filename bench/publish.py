@@ -146,7 +146,8 @@ def baseline(db: Path, out: Path, langs: list[str]) -> dict[str, pa.Table]:
         data = {c: table[c] for c in columns[:14] if c != "lang"} | {c: _span(table, c) for c in SPANS.values()} | {
             "lang": pa.array([lang] * n),
             "review_status": pa.array(["source" if lang == "en" else "verified"] * n),
-            "n_reviewers": pa.array(np.full(n, 0 if lang == "en" else 1, np.int32)), "corrected": pa.array(np.zeros(n, bool))}
+            "n_reviewers": pa.array(np.full(n, 0 if lang == "en" else 1, np.int32)), "corrected": pa.array(np.zeros(n, bool)),
+            "sentence_origin": pa.array(["comps" if lang == "en" else "llm"] * n), "sentence_review": pa.nulls(n, pa.string())}
         tables[lang] = pa.table({c: data[c] for c in columns}, schema=PAIR_FEATURES.arrow_schema)
         (out / lang).mkdir(parents=True)
         pq.write_table(tables[lang], out / lang / "test.parquet")

@@ -28,7 +28,7 @@ from builder.llm.client import LLMClient, Request
 from builder.llm.items import Rejected
 from builder.prompts import load
 from builder.records import Language, SentencePair
-from builder.reviews import opinions
+from builder.reviews import opinions, sentence_decisions, sentence_lineage
 from builder.runner import Progress
 from builder.selection import Scope, stale_pairs, verified
 from builder.workspace import schema as t
@@ -69,8 +69,16 @@ def rewrites(ws: Workspace, lang: str, *, reask_flagged: bool = False) -> Rewrit
         curators, adjudicators = opinions(ws, lang, "sentences")
         flagged = Retries({p: f for p, f in flagged.flags.items() if p not in curators and p not in adjudicators},
                           reask_flagged)
-    stale = frozenset(pid for pid, _, _ in stale_pairs(ws, [lang])) if lang != SOURCE_LANGUAGE else frozenset()
-    return Rewrites(stale, flagged)
+    return Rewrites(_stale(ws, lang) if lang != SOURCE_LANGUAGE else frozenset(), flagged)
+
+
+def _stale(ws: Workspace, lang: str) -> frozenset[str]:
+    """Pairs a word of which was verified again after their sentences were written, less those a curator accepted
+    or fixed after that (their task showed the word as it is now): a curator's sentences are never overwritten."""
+    decided = sentence_decisions(ws, lang)
+    settled = {p: d.decided_at for p, d in sentence_lineage(ws, lang).items()
+               if p in decided and decided[p].decision in ("accept", "fix")}
+    return frozenset(pid for (pid, _, _), at in stale_pairs(ws, [lang]).items() if pid not in settled or settled[pid] < at)
 
 
 def english_sentence(prefix: str, phrase: str) -> tuple[str, tuple[int, int], tuple[int, int]]:

@@ -40,19 +40,19 @@ from builder.m2c import tables
 from builder.m2c.fills import Need
 from builder.m2c.lexicon import list_forms, verify_fills, withdraw_fills
 from builder.records import Record, VerifiedWord
-from builder.selection import verified
+from builder.selection import utc, verified
 from builder.textdiff import edit_distance
 from builder.workspace import schema as t
 from builder.workspace.store import Workspace, collector_paused, now, upsert_replace
 
 __all__ = [
     "ADJUDICATION", "JUDGE_DECISIONS", "REVIEW_STAGES", "SENTENCE_DECISIONS", "TRANSLATION_DECISIONS",
-    "AcceptSummary", "Annotation", "FormsEdit", "PullSummary", "RecordedByUrl", "ReviewProject", "SentenceEdit",
+    "AcceptSummary", "Annotation", "DecisionLineage", "FormsEdit", "PullSummary", "RecordedByUrl", "ReviewProject", "SentenceEdit",
     "SentenceReview", "StageAgreement", "TranslationEdit",
     "accept", "adopt_server", "base_stage", "curators", "current_pairs", "current_tables", "decisions", "disagreements",
     "judge_decisions", "judge_pending", "latest_proposals", "leaves_text", "opinions", "record_pull", "record_seed_words",
     "recorded_by_url", "rejected_items", "rejected_pairs", "remember_project", "review_project", "review_projects",
-    "review_status", "sentence_decisions", "stage_agreement",
+    "review_status", "sentence_decisions", "sentence_lineage", "stage_agreement",
 ]
 
 ReviewStage = Literal["translation", "adjudication", "sentences", "adjudicate-pairs", "inflections", "adjudicate-forms",
@@ -91,10 +91,6 @@ def leaves_text(stage: str, decision: str | None) -> bool:
     """Whether `decision` keeps a text of the curator's (the word, the two sentences, the table): a version of the
     item that an adjudicator may take."""
     return decision in _TEXTUAL[base_stage(stage)]
-
-
-def _utc(value: datetime) -> datetime:
-    return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
 
 
 # -- what comes in ------------------------------------------------------------------------------------
@@ -148,7 +144,7 @@ class Annotation(Record):
     @field_validator("created_at", "updated_at")
     @classmethod
     def _aware(cls, v: datetime) -> datetime:
-        return _utc(v)
+        return utc(v)
 
     @model_validator(mode="after")
     def _fits_its_stage(self) -> Annotation:
@@ -270,10 +266,10 @@ def adopt_server(ws: Workspace, old: str, server: str) -> None:
     updated last stays (the one already under `server` when both are as recent)."""
     ra, sr, tr = t.review_annotations, t.sentence_reviews, t.table_reviews
     with ws.transaction() as c:
-        have = {aid: _utc(at) for aid, at in c.execute(select(ra.c.annotation_id, ra.c.updated_at).where(ra.c.server == server))}
+        have = {aid: utc(at) for aid, at in c.execute(select(ra.c.annotation_id, ra.c.updated_at).where(ra.c.server == server))}
         for aid, at in c.execute(select(ra.c.annotation_id, ra.c.updated_at).where(ra.c.server == old)).all():
             if aid in have:
-                loser = server if _utc(at) > have[aid] else old
+                loser = server if utc(at) > have[aid] else old
                 for table in (ra, sr, tr):
                     c.execute(table.delete().where(table.c.annotation_id == aid, table.c.server == loser))
         for table in (ra, sr, tr, t.review_projects):
@@ -554,6 +550,23 @@ def _pair_decisions(ws: Workspace, lang: str, stage: str) -> dict[str, SentenceR
             for pid, (a, who) in _settle(stage, *opinions(ws, lang, stage)).items()}
 
 
+class DecisionLineage(Record):
+    """The Label Studio annotation whose decision settles a pair's sentences: what a release names as their lineage."""
+
+    server: str  # the server's identity, as on `Annotation`
+    annotation_id: int
+    task_id: int
+    stage: str  # "sentences", or its adjudication's stage
+    decided_at: datetime  # the annotation's last change
+
+
+def sentence_lineage(ws: Workspace, lang: str) -> dict[str, DecisionLineage]:
+    """pair id -> the annotation behind its settled sentence decision (the one `sentence_decisions` gives)."""
+    return {pid: DecisionLineage(server=a["server"], annotation_id=a["annotation_id"], task_id=a["task_id"],
+                                 stage=a["stage"], decided_at=utc(a["updated_at"]))
+            for pid, (a, _) in _settle("sentences", *opinions(ws, lang, "sentences")).items()}
+
+
 def rejected_pairs(ws: Workspace, lang: str) -> dict[str, str]:
     """pair id -> the curator's comment, for pairs whose current sentences were rejected."""
     return {pid: d.comment for pid, d in sentence_decisions(ws, lang).items() if d.decision == "reject"}
@@ -729,7 +742,7 @@ def record_pull(ws: Workspace, server: str, annotations: Iterable[Annotation],
     ra, tr = t.review_annotations, t.table_reviews
     recorded = ws.rows(select(ra.c.annotation_id, ra.c.updated_at, ra.c.withdrawn_at, ra.c.stage, ra.c.lang, ra.c.item_id)
                        .where(ra.c.server == server))
-    known = {r["annotation_id"]: _utc(r["updated_at"]) for r in recorded if r["withdrawn_at"] is None}
+    known = {r["annotation_id"]: utc(r["updated_at"]) for r in recorded if r["withdrawn_at"] is None}
     recorded_ids = {r["annotation_id"] for r in recorded}
     versioned = {r["annotation_id"] for r in ws.rows(select(tr.c.annotation_id).where(tr.c.server == server))}
     summary = PullSummary()

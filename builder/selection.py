@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 
 from sqlalchemy import func, select
@@ -77,8 +78,9 @@ def seeds(ws: Workspace, langs: tuple[str, ...]) -> dict[tuple[str, str], str]:
     return out
 
 
-def stale_pairs(ws: Workspace, langs: list[str], pairs: Mapping[str, tuple] | None = None) -> set[tuple[str, str, str]]:
-    """(pair id, lang, item) where the item's verified word changed after the pair's sentences were written:
+def stale_pairs(ws: Workspace, langs: list[str], pairs: Mapping[str, tuple] | None = None,
+                ) -> dict[tuple[str, str, str], datetime]:
+    """(pair id, lang, item) -> when the item's verified word changed, where that was after the pair's sentences were written:
     what a release holds back and `generate` writes again. `pairs`: pair id -> (property, acceptable,
     unacceptable, …) [default: every pair's].
 
@@ -90,7 +92,7 @@ def stale_pairs(ws: Workspace, langs: list[str], pairs: Mapping[str, tuple] | No
     late = ws.rows(select(vw.c.item_id, vw.c.lang, vw.c.verified_at).join(first, first.c.lang == vw.c.lang)
                    .where(vw.c.verified_at > first.c.first))
     if not late:
-        return set()
+        return {}
     if pairs is None:
         pairs = {r["id"]: (r["property_id"], r["acceptable_id"], r["unacceptable_id"]) for r in ws.rows(
             select(t.pairs.c.id, t.pairs.c.property_id, t.pairs.c.acceptable_id, t.pairs.c.unacceptable_id))}
@@ -98,11 +100,16 @@ def stale_pairs(ws: Workspace, langs: list[str], pairs: Mapping[str, tuple] | No
     for pid, (prop, acc, unacc, *_) in pairs.items():
         for item in {prop, acc, unacc}:
             uses[item].append(pid)
-    out = set()
+    out = {}
     for w in late:
         ids = uses.get(w["item_id"], [])
         for chunk in (ids[i:i + 500] for i in range(0, len(ids), 500)):
             for r in ws.rows(select(sp.c.pair_id).where(sp.c.lang == w["lang"], sp.c.pair_id.in_(chunk),
                                                         sp.c.created_at < w["verified_at"])):
-                out.add((r["pair_id"], w["lang"], w["item_id"]))
+                out[(r["pair_id"], w["lang"], w["item_id"])] = utc(w["verified_at"])
     return out
+
+
+def utc(value: datetime) -> datetime:
+    """A stored time as UTC (SQLite gives it back naive)."""
+    return value if value.tzinfo else value.replace(tzinfo=timezone.utc)

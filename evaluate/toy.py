@@ -45,6 +45,7 @@ def sample_pairs() -> pd.DataFrame:
             "similarity": c.get("similarity"), "acceptable_sentence": acc, "unacceptable_sentence": unacc,  # similarity: the audits compute it
             "property_span": list(span), "acceptable_concept_span": list(acc_span),
             "unacceptable_concept_span": list(unacc_span), "review_status": "source", "n_reviewers": 0, "corrected": False,
+            "sentence_origin": "comps", "sentence_review": None,
         })
     return pd.DataFrame(rows)
 

@@ -1,22 +1,28 @@
 """Pair audits: planted cases for each audit, the bundled sample clean, similarity from the real model."""
 
+import asyncio
 import re
 
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from sqlalchemy import select
 from test_generate import stage as run  # a stage over some properties, answered by the stand-in
+from typer.testing import CliRunner
 
-from builder.audits import audit, overlap_table, shared
+from builder.audits import audit, occurrence, overlap_table, shared
 from builder.audits.occurrence import Side, problems
 from builder.audits.overlap import PairWords
 from builder.audits.similarity import similarities, type_problems
+from builder.cli import app
 from builder.flags import list_flags
 from builder.generate import generate
 from builder.languages import registry
 from builder.llm.config import LLMSettings
 from builder.paths import sample_dir
 from builder.records import concept_id, pair_id
+from builder.releases import load
 from builder.releases.checks import ReleaseCheckError
 from builder.releases.publish import PublishRequest, publish
 from builder.runner import run_stage
@@ -25,8 +31,13 @@ from builder.status import status
 from builder.workspace import schema as t
 
 pytest_plugins = ["release_fixtures"]
+runner = CliRunner()
 BALL = "is used for hitting a ball"
 BOOKS = "is used for storing books"
+
+
+def cli(*args):
+    return runner.invoke(app, [str(a) for a in args], catch_exceptions=False)
 
 
 def flags(ws, stage):
@@ -55,6 +66,39 @@ def test_a_concept_named_twice_or_inside_the_other_sentence_is_found():
     # Words, not letters, in spaced scripts: "ant" is not in "elephant".
     assert problems(Side(sentence="An elephant lives in colonies.", span=(0, 11), names=("elephant",)),
                     Side(sentence="An ant lives in colonies.", span=(0, 6), names=("ant",)), spaced=True, script="Latn") == []
+
+
+WORDS = ["ong", "Ong", "bắp", "cày", "máy", "bay", "Bay", "STRASSE", "straße", "cafe\u0301", "café", "الكرة", "كرة",
+         "للكرة", "ball", "football"]
+SEPARATORS = [" ", "  ", "\u00a0", "-", ", ", "'", " (", ") "]
+
+
+@st.composite
+def spaced_text(draw, most: int = 6) -> str:
+    words = draw(st.lists(st.sampled_from(WORDS), min_size=1, max_size=most))
+    seps = draw(st.lists(st.sampled_from(SEPARATORS), min_size=len(words) + 1, max_size=len(words) + 1))
+    return "".join(s + w for s, w in zip(seps, words)) + seps[-1]
+
+
+@st.composite
+def side(draw, unspaced: bool = False) -> Side:
+    sentence = draw(st.text("球棒用于击球鹰會飛", min_size=1, max_size=12) if unspaced else spaced_text())
+    start = draw(st.integers(0, len(sentence)))
+    names = draw(st.lists(st.text("球棒鹰", min_size=1, max_size=2) if unspaced else spaced_text(2), min_size=1, max_size=2))
+    return Side(sentence=sentence, span=(start, draw(st.integers(start, len(sentence)))), names=tuple(names))
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.data())
+def test_the_occurrence_rule_clears_a_pair_unread_only_when_reading_it_word_by_word_finds_nothing(data):
+    """The rule's shortcut is exact: separators other than one space, case, composed and decomposed letters,
+    prefixed particles: whatever the word-by-word reading finds, the shortcut never clears."""
+    unspaced = data.draw(st.booleans())
+    script = "Hans" if unspaced else data.draw(st.sampled_from(["Latn", "Arab"]))
+    a, u = data.draw(side(unspaced)), data.draw(side(unspaced))
+    found = occurrence._read(a, u, spaced=not unspaced, script=script)
+    assert not (found and occurrence.clear(a, u, spaced=not unspaced)), found
+    assert problems(a, u, spaced=not unspaced, script=script) == found
 
 
 def test_generated_pairs_naming_their_concept_twice_are_flagged_then_cleared_when_rewritten(sample_ws, server):
@@ -189,3 +233,59 @@ def test_the_card_shows_the_overlap_table(demo_ws, tmp_path):
                   and not set(han.findall(r["unacceptable_concept"])) & set(r["property"]) for r in rows)
         assert f"| zh | {name} | {len(rows)} | {pos} | {un} | {cut} ({100 * cut / len(rows):.0f}%) |" in card
     assert pos > 0  # the sample's Chinese has such pairs (书架 / 存放书籍)
+
+
+# -- the release check: the audits' own rules, and their open flags -------------------------------------------
+
+
+@pytest.mark.both_databases
+def test_publish_refuses_what_the_occurrence_audit_finds_by_the_same_rule_and_its_open_flags_unless_waived(demo_ws, tmp_path):
+    """Vietnamese "máy bay" (airplane) written a second time with a no-break space: no plain substring finds it,
+    the audit's word-by-word rule does, and so does the release check now, which also reads the audit's open flags."""
+    ws, target = demo_ws, tmp_path / "releases"
+    vi = registry(ws)["vi"]
+    plane = pair_id("can fly", "airplane", "train")
+    sp = ws.rows(select(t.sentence_pairs).where(t.sentence_pairs.c.pair_id == plane, t.sentence_pairs.c.lang == "vi"))[0]
+    word = ws.rows(select(t.verified_words.c.text).where(t.verified_words.c.lang == "vi",
+                                                          t.verified_words.c.item_id == concept_id("airplane")))[0]["text"]
+    again = f", như {word.replace(' ', chr(0xA0))}."  # the same tail on both sentences: the frame stays whole
+    assert word == "máy bay" and word not in again
+
+    def write(acceptable: str, unacceptable: str) -> None:
+        with ws.transaction() as conn:
+            conn.execute(t.sentence_pairs.update().where(t.sentence_pairs.c.pair_id == plane, t.sentence_pairs.c.lang == "vi")
+                         .values(acceptable=acceptable, unacceptable=unacceptable))
+
+    def refused() -> str:
+        res = cli("publish", "--dry-run", "--version", "1.0.0", "--to", target, "-w", ws.directory)
+        assert res.exit_code == 1 and "release checks failed (pair audits)" in res.output
+        return next(line for line in res.output.splitlines() if plane in line)
+
+    write(sp["acceptable"].rstrip(".") + again, sp["unacceptable"].rstrip(".") + again)
+    line = refused()  # found at publish before any audit ran
+    assert "the acceptable concept occurs again outside its span" in line and "contains the acceptable concept" in line
+    assert f"or waive the pair (`builder releases waive {plane} -l vi --reason … --by …`)" in line
+    audit_summary = asyncio.run(audit(ws, None, [vi]))
+    assert audit_summary.findings["vi"]["occurrence"] == 1
+    (flag,) = [why for (pid, lang), why in flags(ws, "occurrence").items() if (pid, lang) == (plane, "vi")]
+    assert f"vi {plane}: {flag}; or waive" in line  # one rule: the audit's flag is the check's finding, word for word
+
+    # Fixed by hand without auditing again: the open flag still holds the pair back, and says what clears it.
+    write(sp["acceptable"], sp["unacceptable"])
+    assert f"{flag} (an open occurrence flag); the pair as released no longer shows it: run `builder audit -l vi` " \
+           "to clear the flag" in refused()
+    res = cli("audit", "-l", "vi", "-w", ws.directory)
+    assert res.exit_code == 0, res.output
+    assert flags(ws, "occurrence") == {}
+    assert cli("publish", "--dry-run", "--version", "1.0.0", "--to", target, "-w", ws.directory).exit_code == 0
+
+    # Or a maintainer waives the finding, with who and why recorded; the pair is released as it is.
+    write(sp["acceptable"].rstrip(".") + again, sp["unacceptable"].rstrip(".") + again)
+    waived = cli("releases", "waive", plane, "-l", "vi", "--reason", "the repetition is the point", "--by", "maintainer",
+                 "-w", ws.directory)
+    assert waived.exit_code == 0, waived.output
+    res = cli("publish", "--version", "1.0.0", "--to", target, "-w", ws.directory)
+    assert res.exit_code == 0, res.output
+    assert f"1 finding(s) waived: vi {plane}: waived (the repetition is the point, by maintainer)" in res.output
+    released = {r["pair_id"]: r for r in load(target, "1.0.0", "vi")}
+    assert released[plane]["acceptable_sentence"].endswith(again)

@@ -58,7 +58,7 @@ def test_three_curators_on_sentence_pairs(sample_ws, server, label_studio):
     assert len(tasks) == n >= 3
     a, b, c = (reviewer_account(conn, name) for name in CURATORS)
     agree_id, fix_id, split_id = sorted(tasks)[:3]
-    fixed = "Ein Wasserkocher wird zum Erhitzen von Speisen benutzt."
+    fixed = "Ein Wasserkocher wird zum Erwärmen von Speisen verwendet."  # a fix of the concept: still a minimal pair
     for user in (a, b, c):
         _say(conn, tasks[agree_id], user, "acceptable", "accept")
         _say(conn, tasks[fix_id], user, "acceptable", "fix", unacceptable_fixed=fixed)

@@ -10,6 +10,7 @@ import subprocess
 from collections import Counter
 
 import datasets
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import yaml
@@ -29,7 +30,7 @@ from builder.paths import sample_dir
 from builder.records import NEGATIVE_TYPES, normalise
 from builder.releases.checks import ReleaseCheckError
 from builder.releases.declarations import UndeclaredLanguageError, from_manifest, released
-from builder.releases.diff import diff
+from builder.releases.diff import diff, diff_tables
 from builder.releases.features import PAIR_FEATURES
 from builder.releases.lmeval import export_lm_eval
 from builder.releases.publish import PublishRequest, publish
@@ -96,7 +97,7 @@ def expected_rows(ws, lang: str) -> dict[str, dict]:
             "acceptable_concept_span": list(s["spans"]["acceptable_concept"]),
             "unacceptable_concept_span": list(s["spans"]["unacceptable_concept"]),
             "review_status": "source" if lang == "en" else "verified", "n_reviewers": 0 if lang == "en" else 1,
-            "corrected": False,
+            "corrected": False, "sentence_origin": "comps" if lang == "en" else "llm", "sentence_review": None,
         }
     return out
 
@@ -250,6 +251,14 @@ def test_two_versions_load_their_own_rows_and_diff_reports_exactly_the_changes(d
     assert [(e["version"], e["parent"]) for e in listed] == [("1.1.0", "1.0.0"), ("1.0.0", None)]
     body = DatasetCard.load(target / "README.md").text
     assert f"`de`: {len(added)} added, 0 removed, 1 changed" in body and "### 1.0.0" in body
+
+
+def test_a_column_added_since_the_previous_version_changes_no_item():
+    before = pa.table({"pair_id": ["x_1", "x_2"], "acceptable_sentence": ["A.", "B."]})
+    after = pa.table({"pair_id": ["x_1", "x_2"], "acceptable_sentence": ["A.", "B!"], "sentence_origin": ["llm", "curator"]})
+    (d,) = diff_tables({"de": before}, {"de": after})
+    assert d.counts() == {"added": 0, "removed": 0, "changed": 1}
+    assert d.changed[0].id == "x_2" and d.changed[0].fields == {"acceptable_sentence": ("B.", "B!")}
 
 
 def test_versions_are_immutable_and_bad_versions_write_nothing(demo_ws, tmp_path):

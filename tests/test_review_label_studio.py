@@ -367,7 +367,8 @@ def test_sentence_pairs_accept_fix_reject_then_regenerated_and_reviewed_again(sa
         client(conn).annotations.create(id=task.id, result=[] if cancelled else result, was_cancelled=cancelled)
 
     say(tasks[accept_id], "accept")
-    say(tasks[fix_id], "fix", fixed="Ein Wasserkocher wird zum Erhitzen von Speisen benutzt.")
+    draft = tasks[fix_id].data["draft_unacceptable"]  # the concept, then the property: the fix changes the concept
+    say(tasks[fix_id], "fix", fixed="Ein Wasserkocher " + draft[draft.index(tasks[fix_id].data["property"]):])
     say(tasks[reject_id], "reject", comment="the property reads as a question")
     say(tasks[skip_id], "accept", cancelled=True)
     pull(ws, conn)

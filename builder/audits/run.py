@@ -7,7 +7,9 @@ of the pairs it now finds clean; nothing is dropped or changed in the data. They
 
 - `similarity` (lang "en"): the embedding model's similarity of each pair's concepts, stored in
   `pairs.similarity` where it is missing, and each group's negative types checked against it;
-- `occurrence`: each sentence names its own concept once and not the other's;
+- `occurrence`: each sentence names its own concept once and not the other's, on each pair as a release
+  would take it (as generated, or as curators accepted or fixed it; `builder.audits.curated`), by the one
+  rule the release check also applies;
 - `script`: each word (verified, else the latest proposal) and sentence is written in the language's
   declared script (`builder.scripts`): a Latin "bus" among Hindi's Devanagari is flagged, keyed by the
   word's item id or the pair's id; the words alone are audited again after `builder translate` and
@@ -28,13 +30,14 @@ from sqlalchemy import select
 
 from builder.audits import judge as judge_mod
 from builder.audits import occurrence, similarity
+from builder.audits.curated import settled
 from builder.audits.overlap import OverlapRow, PairWords, overlap_table
 from builder.flags import clear_flags, record_flags
 from builder.generate import english_sentence
 from builder.languages import SOURCE_LANGUAGE, registry
 from builder.llm.client import LLMClient
 from builder.records import Language
-from builder.reviews import judge_decisions, latest_proposals
+from builder.reviews import SentenceReview, judge_decisions, latest_proposals, sentence_decisions
 from builder.runner import Progress
 from builder.scripts import outside_script
 from builder.seeds import record_similarities
@@ -76,13 +79,14 @@ async def audit(ws: Workspace, client: LLMClient | None, languages: list[Languag
     items = {p[k] for p in pairs.values() for k in ("property_id", "acceptable_id", "unacceptable_id")}
     jobs = []
     for lang in languages:
-        sentences = {r["pair_id"]: r for r in ws.rows(select(t.sentence_pairs).where(
-            t.sentence_pairs.c.lang == lang.code, t.sentence_pairs.c.status == "generated")) if r["pair_id"] in pairs}
+        sentences = {r["pair_id"]: r for r in ws.rows(select(t.sentence_pairs).where(t.sentence_pairs.c.lang == lang.code))
+                     if r["pair_id"] in pairs}
         words = {item: w["text"] for item, w in verified(ws, lang.code).items()}
         _occurrence(ws, lang, pairs, sentences, words, summary)
         _script(ws, lang, items, sentences, words, summary)
         if client is not None:
-            jobs.append(_judge(ws, client, lang, pairs, sentences, words, concepts, props, summary, progress))
+            generated = {pid: sp for pid, sp in sentences.items() if sp["status"] == "generated"}
+            jobs.append(_judge(ws, client, lang, pairs, generated, words, concepts, props, summary, progress))
     await asyncio.gather(*jobs)
     return summary
 
@@ -111,19 +115,42 @@ def _similarity(ws: Workspace, pairs: dict[str, dict], concepts: dict[str, str],
     _settle(ws, "similarity", SOURCE_LANGUAGE, list(pairs), found, summary)
 
 
+def _as_released(pair: dict, sp: dict, review: SentenceReview | None, words: dict[str, str],
+                 lang: Language) -> tuple[tuple[str, str], tuple, tuple[str, str]] | None:
+    """A pair's sentences, concept spans and concept words as a release would take them (`builder.releases.rows`):
+    as generated, or as a curator accepted or fixed them; None for a pair no release takes as it is (rejected by a
+    curator, or flagged and not yet written by one)."""
+    spans = sp["spans"]
+    got = (spans.get("acceptable_concept"), spans.get("unacceptable_concept"), spans.get("acceptable_property"))
+    acc, unacc = (words.get(pair[f"{role}_id"]) for role in ("acceptable", "unacceptable"))
+    if review is None:
+        return None if sp["status"] != "generated" else ((sp["acceptable"], sp["unacceptable"]), got[:2], (acc, unacc))
+    if review.decision not in ("accept", "fix"):
+        return None
+    s = settled((sp["acceptable"], sp["unacceptable"]), tuple(tuple(x) if x else None for x in got),
+                (sp["acceptable_form"], sp["unacceptable_form"]), (review.acceptable, review.unacceptable),
+                (words.get(pair["property_id"]), acc, unacc), spaced=lang.spaced, script=lang.script)
+    return (s.acceptable, s.unacceptable), (s.acceptable_span, s.unacceptable_span), (s.acceptable_word, s.unacceptable_word)
+
+
 def _occurrence(ws: Workspace, lang: Language, pairs, sentences: dict[str, dict], words: dict[str, str],
                 summary: AuditSummary) -> None:
-    found = {}
+    """Each pair as it would be released, by the rule the release check applies (`occurrence.problems`)."""
+    found, audited = {}, []
+    decided = sentence_decisions(ws, lang.code)
     for pid, sp in sentences.items():
-        p, spans = pairs[pid], sp["spans"]
-        if spans.get("acceptable_concept") is None or spans.get("unacceptable_concept") is None:
+        released = _as_released(pairs[pid], sp, decided.get(pid), words, lang)
+        if released is None:
+            continue  # no release takes it as it is: its flag, if any, stays until it is written again
+        audited.append(pid)
+        texts, spans, names = released
+        if None in spans:
             continue  # the integrity check's business
-        sides = [occurrence.Side(sentence=sp[role], span=tuple(spans[f"{role}_concept"]),
-                                 names=tuple(n for n in (words.get(p[f"{role}_id"], ""), sp[f"{role}_form"]) if n))
-                 for role in ("acceptable", "unacceptable")]
+        sides = [occurrence.Side(sentence=text, span=tuple(span), names=occurrence.names(name, sp[f"{role}_form"]))
+                 for role, text, span, name in zip(("acceptable", "unacceptable"), texts, spans, names)]
         if problems := occurrence.problems(*sides, spaced=lang.spaced, script=lang.script):
             found[pid] = "; ".join(problems)
-    _settle(ws, "occurrence", lang.code, list(sentences), found, summary)
+    _settle(ws, "occurrence", lang.code, audited, found, summary)
 
 
 def _script(ws: Workspace, lang: Language, items: Collection[str], sentences: dict[str, dict], words: dict[str, str],

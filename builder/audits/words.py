@@ -12,6 +12,7 @@ import unicodedata
 import regex
 
 _WORD = regex.compile(r"[\p{L}\p{M}\p{N}]+")
+BETWEEN = regex.compile(r"[^\p{L}\p{M}\p{N}]+")  # what lies between two words
 _PROCLITICS = {  # longest first
     "Arab": ("وال", "فال", "بال", "كال", "لل", "ال", "و", "ف", "ب", "ك", "ل"),
     "Hebr": ("ו", "ה", "ב", "ל", "מ", "ש", "כ"),

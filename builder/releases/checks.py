@@ -1,23 +1,27 @@
 """Release checks: run before anything is written; any failure stops the release with this report.
 
-Checks: every released item verified by a curator or waived with a reason; minimal-pair integrity;
-the pair audits (each concept named once, in its own sentence; no open verdict of the LLM judge;
-negative types that the concept similarities contradict are counted, not failed); no duplicate ids
-(or duplicate items under two ids); ids stable against the previous release; and per-language
-coverage, which fails only when every language is required to have every pair.
+Checks: every released item verified by a curator or waived with a reason (sentences a curator left that
+are no minimal pair wait as unverified items do, with the reason); minimal-pair integrity; the pair audits,
+by the audits' own rules on each pair as it would be released (each concept named once, in its own
+sentence), and every open flag of the occurrence audit and of the LLM judge, unless the pair is waived
+(negative types that the concept similarities contradict are counted, not failed); no duplicate ids (or
+duplicate items under two ids); ids stable against the previous release; and per-language coverage: the
+rows each config releases, and the pairs each language lacks with why and the command that gets them in.
+Coverage fails when a language would be left out altogether, and when every language is required to have
+every pair and one does not.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import pyarrow as pa
 from pydantic import BaseModel
 
 from builder.audits import occurrence
-from builder.audits.words import fold
-from builder.releases.rows import ConfigRows
+from builder.releases.features import M2C_PREFIX
+from builder.releases.rows import FIX_IN_LABEL_STUDIO, ConfigRows
 
 SHOWN = 20  # problems listed per check in the rendered report
 
@@ -36,7 +40,8 @@ class Coverage(BaseModel):
     waived: int
     source: int
     excluded: int  # unverified rows left out with --exclude-unverified
-    missing: int  # pairs some other language has and this one lacks (minimal-pair configs only)
+    missing: int  # pairs some language has (or was asked for) that this one does not release (minimal-pair configs only)
+    unwritten: int = 0  # of those, pairs the LLM could not write and no curator has written yet
 
 
 class CheckReport(BaseModel):
@@ -58,10 +63,10 @@ class CheckReport(BaseModel):
                 lines.append(f"      - {p}")
             if len(c.problems) > SHOWN:
                 lines.append(f"      … and {len(c.problems) - SHOWN} more")
-        lines.append("  coverage (rows: verified / waived / source; excluded; missing pairs):")
+        lines.append("  coverage (released rows: verified / waived / source; excluded; missing pairs, not written of them):")
         for cov in self.coverage:
             lines.append(f"    {cov.config:>8}: {cov.rows} ({cov.verified} / {cov.waived} / {cov.source}); "
-                         f"excluded {cov.excluded}; missing {cov.missing}")
+                         f"excluded {cov.excluded}; missing {cov.missing}, not written {cov.unwritten}")
         return "\n".join(lines)
 
 
@@ -110,7 +115,7 @@ def _pair_problems(c: ConfigRows, i: int) -> list[str]:
         a0, a1, u0, u1 = spans
         if not (0 <= a0 < a1 <= len(sa) and 0 <= u0 < u1 <= len(su)):
             out.append(f"concept spans {[a0, a1]} / {[u0, u1]} lie outside the sentences")
-        elif sa[:a0] + sa[a1:] != su[:u0] + su[u1:]:
+        elif (sa[:a0], sa[a1:]) != (su[:u0], su[u1:]):  # the frame with its gap, as `builder.integrity.frame`
             out.append(f"sentences differ outside the concept: {sa!r} / {su!r}")
     ps = col["property_span"][i]
     if ps is not None and not (0 <= ps[0] < ps[1] <= len(sa)):
@@ -137,7 +142,7 @@ def _pair_suspects(c: ConfigRows) -> list[int]:
         try:
             fine = (neg >= 0 and sa.strip() and su.strip() and sa != su and prop.strip() and acc.strip()
                     and unacc.strip() and acc != unacc and 0 <= a0 < a1 <= len(sa) and 0 <= u0 < u1 <= len(su)
-                    and sa[:a0] + sa[a1:] == su[:u0] + su[u1:] and (ps is None or 0 <= ps[0] < ps[1] <= len(sa)))
+                    and (sa[:a0], sa[a1:]) == (su[:u0], su[u1:]) and (ps is None or 0 <= ps[0] < ps[1] <= len(sa)))
         except (TypeError, AttributeError):  # a None where text or an offset belongs
             fine = False
         if not fine:
@@ -163,50 +168,51 @@ class AuditFlags:
     """What the pair audits' release check reads beside the rows (`builder.flags`, waivers, language declarations)."""
 
     scripts: dict[str, tuple[bool, str]] = field(default_factory=dict)  # lang -> (words spaced, script)
-    judge: dict[tuple[str, str], str] = field(default_factory=dict)  # (pair id, lang) -> the judge's open flag
+    open: dict[tuple[str, str], dict[str, str]] = field(default_factory=dict)  # (pair id, lang) -> audit stage -> reason
     similarity: dict[str, str] = field(default_factory=dict)  # pair id -> open similarity flag
-    waived: set[tuple[str, str]] = field(default_factory=set)  # (pair id, lang) released with a waiver
+    waived: dict[tuple[str, str], str] = field(default_factory=dict)  # (pair id, lang) -> the waiver's reason and who
 
 
-def _named_once_suspects(c: ConfigRows) -> list[int]:
-    """Rows where a concept's name may occur twice or in the other sentence: a cheap superset (plain substrings)."""
-    col = c.columns
-    out = []
-    for i, (sa, su, wa, wu, forms) in enumerate(zip(col["acceptable_sentence"], col["unacceptable_sentence"],
-                                                      col["acceptable_concept"], col["unacceptable_concept"], c.concept_forms)):
-        fa, fu = fold(sa or ""), fold(su or "")
-        own_a = [fold(n) for n in (wa, forms[0]) if n]
-        own_u = [fold(n) for n in (wu, forms[1]) if n]
-        if (any(fa.count(n) > 1 for n in own_a) or any(fu.count(n) > 1 for n in own_u)
-                or any(n in fu for n in own_a) or any(n in fa for n in own_u)):
-            out.append(i)
-    return out
+# The audits whose open flags hold a pair back, and what clears each flag.
+BLOCKING = {"occurrence": "the pair as released no longer shows it: run `builder audit -l {lang}` to clear the flag",
+            "judge": "a curator decides the verdict (`builder review push --stage judge -l {lang}`)"}
+WAIVE = "or waive the pair (`builder releases waive {pid} -l {lang} --reason … --by …`)"
 
 
 def _audits(configs: dict[str, ConfigRows], flags: AuditFlags) -> CheckResult:
-    problems = []
+    """Each pair as it would be released, under the audits' own rules, and every open audit flag on it: a finding
+    holds the pair back unless it is waived."""
+    problems, waived = [], []
     similar = 0
     for c in configs.values():
         if c.is_m2c:
             continue
-        col, ids = c.columns, c.ids()
+        col = c.columns
         spaced, script = flags.scripts.get(c.lang, (True, "Latn"))
-        for i in _named_once_suspects(c):
-            if (ids[i], c.lang) in flags.waived or None in c.concept_spans[i]:
-                continue
-            a0, a1, u0, u1 = c.concept_spans[i]
-            sides = [occurrence.Side(sentence=col[f"{role}_sentence"][i], span=span,
-                                     names=tuple(n for n in (col[f"{role}_concept"][i], form) if n))
-                     for role, span, form in (("acceptable", (a0, a1), c.concept_forms[i][0]),
-                                              ("unacceptable", (u0, u1), c.concept_forms[i][1]))]
-            problems += [f"{c.config} {ids[i]}: {p}" for p in occurrence.problems(*sides, spaced=spaced, script=script)]
-        for pid in ids:
-            if (pid, c.lang) in flags.judge and (pid, c.lang) not in flags.waived:
-                problems.append(f"{c.config} {pid}: {flags.judge[(pid, c.lang)]}")
+        rows = zip(c.ids(), col["acceptable_sentence"], col["unacceptable_sentence"], col["acceptable_concept"],
+                   col["unacceptable_concept"], c.concept_spans, c.concept_forms)
+        for pid, sa, su, wa, wu, (a0, a1, u0, u1), (fa, fu) in rows:
+            key = (pid, c.lang)
             similar += c.lang == "en" and pid in flags.similarity
-    summary = (f"{len(problems)} finding(s): review the judge's verdicts (`builder review push --stage judge`), "
-               "fix the pairs, or waive them" if problems else "each concept named once, in its own sentence; no open "
-               "verdict of the LLM judge")
+            # The occurrence audit's rule on the pair as it would be released (missing spans: the integrity check's)
+            found = [] if None in (a0, a1, u0, u1) else occurrence.problems(
+                occurrence.Side(sa, (a0, a1), occurrence.names(wa, fa)),
+                occurrence.Side(su, (u0, u1), occurrence.names(wu, fu)), spaced=spaced, script=script)
+            for stage, why in flags.open.get(key, {}).items():
+                if stage == "occurrence" and found:
+                    continue  # the same finding, made again on the released sentences
+                found.append(f"{why} (an open {stage} flag); {BLOCKING[stage].format(lang=c.lang)}")
+            if not found:
+                continue
+            if key in flags.waived:
+                waived.append(f"{c.config} {pid}: waived ({flags.waived[key]})")
+            else:
+                problems.append(f"{c.config} {pid}: {'; '.join(found)}; {WAIVE.format(pid=pid, lang=c.lang)}")
+    summary = (f"{len(problems)} pair(s) with findings: fix them, settle the flags as each says, or waive them"
+               if problems else "each concept named once, in its own sentence; no open flag of the occurrence audit "
+               "or the LLM judge")
+    if waived:
+        summary += f"; {len(waived)} finding(s) waived: " + "; ".join(waived[:SHOWN]) + ("; …" if len(waived) > SHOWN else "")
     if similar:
         summary += f"; {similar} random negative(s) more similar than expected (`builder status --flags --stage similarity`)"
     return CheckResult(name="pair audits", ok=not problems, summary=summary, problems=problems)
@@ -263,12 +269,38 @@ def _stable(configs: dict[str, ConfigRows], previous: dict[str, pa.Table] | None
     return CheckResult(name="stable ids", ok=not problems, summary=summary, problems=problems)
 
 
-def _coverage(configs: dict[str, ConfigRows], excluded: dict[str, int], require_complete: bool) -> tuple[CheckResult, list[Coverage]]:
-    pair_sets = {name: set(c.ids()) for name, c in configs.items() if not c.is_m2c}
-    union = set().union(*pair_sets.values()) if pair_sets else set()
-    coverage, problems = [], []
-    for name in sorted(set(configs) | set(excluded)):
-        c = configs.get(name)
+def _lacking(name: str, lacks: int, union: int, c: ConfigRows | None, excluded: int) -> str:
+    """Why a language lacks pairs, and the command that gets each kind of them into a release."""
+    lang = c.lang if c else name
+    unwritten = len(c.unwritten) if c else 0
+    why = [f"{unwritten} flagged by the LLM and not written by a curator (`builder review push --stage sentences -l {lang}`)"
+           if unwritten else "",
+           f"{excluded} unverified left out (--exclude-unverified)" if excluded else "",
+           f"{lacks - unwritten - excluded} not generated (`builder generate -l {lang}`)" if lacks > unwritten + excluded else ""]
+    return f"{name} lacks {lacks} of {union} pairs: " + "; ".join(w for w in why if w)
+
+
+def _coverage(configs: dict[str, ConfigRows], kept: dict[str, ConfigRows], excluded: dict[str, int],
+              require_complete: bool, languages: list[str]) -> tuple[CheckResult, list[Coverage]]:
+    """Per config, the rows that will be released; per language, the pairs it lacks and why. A language left out
+    altogether (nothing to release, or nothing left of it) fails, whatever is required."""
+    pairs = {name: c for name, c in configs.items() if not c.is_m2c}
+    union = set().union(*(set(c.ids()) | set(c.unwritten) for c in pairs.values()))
+    coverage, incomplete, left_out = [], [], []
+    released = {c.lang for c in kept.values()}
+    for lang in sorted({c.lang for c in configs.values()} | set(languages)):
+        if lang in released:
+            continue
+        c = pairs.get(lang)
+        m2c = configs.get(M2C_PREFIX + lang)
+        what = (_lacking(lang, len(union), len(union), c, excluded.get(lang, 0)) if c is not None
+                else f"all {len(m2c)} M2C tests left out as unverified" if m2c is not None
+                else "nothing to release (no sentence pairs or M2C tests)")
+        left_out.append(f"{lang} would be left out: {what} (or leave it out with --lang)")
+        if c is None and m2c is None:
+            coverage.append(Coverage(config=lang, rows=0, verified=0, waived=0, source=0, excluded=0, missing=len(union)))
+    for name in sorted(configs):
+        c, every = kept.get(name), configs[name]
         status = defaultdict(int)
         if c is not None and not c.is_m2c:
             for s in c.columns["review_status"]:
@@ -276,24 +308,41 @@ def _coverage(configs: dict[str, ConfigRows], excluded: dict[str, int], require_
         elif c is not None:
             status["verified"] = len(c) - len(c.waived)
             status["waived"] = len(c.waived)
-        missing = len(union - pair_sets.get(name, set())) if not name.startswith("m2c_") else 0
-        if missing:
-            problems.append(f"{name} lacks {missing} of {len(union)} pairs")
+        missing = 0 if every.is_m2c else len(union - set(c.ids() if c else ()))
+        if missing and c is not None:
+            incomplete.append(_lacking(name, missing, len(union), every, excluded.get(name, 0)))
         coverage.append(Coverage(config=name, rows=len(c) if c else 0, verified=status["verified"], waived=status["waived"],
-                                 source=status["source"], excluded=excluded.get(name, 0), missing=missing))
-    ok = not (require_complete and problems)
-    summary = (f"{len(pair_sets)} language(s), {len(union)} pairs in all; "
-               + ("every language has every pair" if not problems else f"{len(problems)} language(s) incomplete")
+                                 source=status["source"], excluded=excluded.get(name, 0), missing=missing,
+                                 unwritten=len(every.unwritten)))
+    ok = not left_out and not (require_complete and incomplete)
+    summary = (f"{len({c.lang for c in kept.values() if not c.is_m2c})} language(s), {len(union)} pairs in all; "
+               + ("every language has every pair" if not incomplete and not left_out
+                  else ", ".join(filter(None, [f"{len(left_out)} language(s) left out" if left_out else "",
+                                               f"{len(incomplete)} language(s) incomplete" if incomplete else ""])))
                + (" (required complete)" if require_complete else ""))
-    return CheckResult(name="coverage", ok=ok, summary=summary, problems=problems if require_complete else []), coverage
+    return CheckResult(name="coverage", ok=ok, summary=summary, problems=left_out + incomplete), coverage
+
+
+def _curated_problems(configs: dict[str, ConfigRows]) -> dict[str, ConfigRows]:
+    """Rows whose sentences a curator left that fail the integrity check wait, with the reason, as unverified rows do:
+    the curator corrects them, or they are left out (--exclude-unverified); the release does not fail for them."""
+    out = {}
+    for name, c in configs.items():
+        found = {i: f"the curator's sentences are no minimal pair ({'; '.join(p)}); {FIX_IN_LABEL_STUDIO.format(lang=c.lang)}"
+                 for i in sorted(c.curated) if i not in c.unverified and (p := _pair_problems(c, i))}
+        out[name] = replace(c, unverified={**c.unverified, **found}) if found else c
+    return out
 
 
 def run_checks(configs: dict[str, ConfigRows], *, previous: dict[str, pa.Table] | None = None, parent: str | None = None,
                require_complete: bool = False, exclude_unverified: bool = False,
-               audits: AuditFlags | None = None) -> tuple[CheckReport, dict[str, ConfigRows]]:
-    """The report, and the rows that would be released (unverified ones dropped if asked)."""
+               audits: AuditFlags | None = None, languages: list[str] = ()) -> tuple[CheckReport, dict[str, ConfigRows]]:
+    """The report, and the rows that would be released (unverified ones dropped if asked; empty configs never).
+    `languages`: those asked for, each of which coverage reports even when it has nothing to release."""
+    configs = _curated_problems(configs)
     verified, kept, excluded = _verified(configs, exclude_unverified)
-    coverage_check, coverage = _coverage(kept, excluded, require_complete)
+    kept = {name: c for name, c in kept.items() if len(c)}
+    coverage_check, coverage = _coverage(configs, kept, excluded, require_complete, list(languages))
     checks = [verified, _integrity(kept), _audits(kept, audits or AuditFlags()), _duplicates(kept),
               _stable(kept, previous, parent), coverage_check]
     return CheckReport(checks=checks, coverage=coverage), kept

@@ -76,8 +76,9 @@ def diff_tables(before: dict[str, pa.Table], after: dict[str, pa.Table]) -> list
             config=config,
             added=[new[k] for k in sorted(new.keys() - old.keys())],
             removed=[old[k] for k in sorted(old.keys() - new.keys())],
-            changed=[Change(id=k, fields={c: (old[k].get(c), new[k][c]) for c in new[k] if old[k].get(c) != new[k][c]})
-                     for k in sorted(old.keys() & new.keys()) if old[k] != new[k]],
+            # Columns both versions have: a column a later version added (sentence_origin) changes no item.
+            changed=[Change(id=k, fields=fields) for k in sorted(old.keys() & new.keys())
+                     if (fields := {c: (old[k][c], new[k][c]) for c in new[k] if c in old[k] and old[k][c] != new[k][c]})],
         )
         if d.added or d.removed or d.changed:
             out.append(d)

@@ -29,6 +29,8 @@ PAIR_FEATURES = Features({
     "review_status": Value("string"),
     "n_reviewers": Value("int32"),
     "corrected": Value("bool"),
+    "sentence_origin": Value("string"),
+    "sentence_review": Value("string"),
 })
 
 M2C_FEATURES = Features({
@@ -63,7 +65,11 @@ COLUMN_DOCS = {
     "unacceptable_concept_span": "[start, end) character offsets of the unacceptable concept in unacceptable_sentence",
     "review_status": "verified (every word checked by a curator or expert), waived (released with a recorded reason), source (English COMPS)",
     "n_reviewers": "curators who checked the least-reviewed word of the row (0 for the English source)",
-    "corrected": "whether a curator corrected any of the row's LLM-proposed words",
+    "corrected": "whether a curator corrected any of the row's LLM-proposed words, or its sentences",
+    "sentence_origin": "who wrote the sentences as released: comps (the English source), llm, or curator (a curator "
+                       "fixed them, or wrote what the LLM could not)",
+    "sentence_review": "the Label Studio annotation that settled the sentences (server identity and annotation id); "
+                       "null when no curator reviewed them",
     "test_id": "the M2C test's id (hash of language, template and rendered text)",
     "capability": "what the test probes: negation, numerals, spatial, temporal, comparatives, or a language feature",
     "template_id": "the template the test was rendered from",

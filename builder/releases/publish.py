@@ -17,14 +17,14 @@ from builder.languages import registry
 from builder.releases import hub as hub_mod
 from builder.releases import rows as rows_mod
 from builder.releases import versions as V
-from builder.releases.checks import AuditFlags, CheckReport, ReleaseCheckError, run_checks
+from builder.releases.checks import BLOCKING, AuditFlags, CheckReport, ReleaseCheckError, run_checks
 from builder.releases.declarations import released
 from builder.releases.diff import diff_tables
 from builder.releases.layout import write_release
 from builder.releases.reading import LocalSource
 from builder.releases.stats import release_stats
 from builder.releases.store import ReleaseStore, StoreError
-from builder.releases.waivers import waivers
+from builder.releases.waivers import list_waivers
 from builder.workspace.store import Workspace, collector_paused, now
 
 DEFAULT_LICENSE = "cc-by-4.0"
@@ -73,10 +73,17 @@ def default_target(ws: Workspace) -> Path:
 def audit_flags(ws: Workspace) -> AuditFlags:
     """The pair audits' open flags, the pair waivers and the languages' scripts, for the release check."""
     reg = registry(ws)
-    return AuditFlags(scripts={code: (lang.spaced, lang.script) for code, lang in reg.items()},
-                      judge={(f.item_id, f.lang): f.reason for f in list_flags(ws, stage="judge")},
-                      similarity={f.item_id: f.reason for f in list_flags(ws, stage="similarity")},
-                      waived={(item, lang) for kind, item, lang in waivers(ws) if kind == "pair"})
+    flags: dict[tuple[str, str], dict[str, str]] = {}
+    similarity = {}
+    for f in list_flags(ws):
+        if f.stage in BLOCKING:
+            flags.setdefault((f.item_id, f.lang), {})[f.stage] = f.reason
+        elif f.stage == "similarity":
+            similarity[f.item_id] = f.reason
+    return AuditFlags(scripts={code: (lang.spaced, lang.script) for code, lang in reg.items()}, open=flags,
+                      similarity=similarity,
+                      waived={(w["item_id"], w["lang"]): f"{w['reason']}, by {w['waived_by']}"
+                              for w in list_waivers(ws) if w["kind"] == "pair"})
 
 
 def _changelog(source: LocalSource | None, versions: list[str], entry: dict) -> list[dict]:
@@ -108,13 +115,13 @@ def publish(ws: Workspace, req: PublishRequest, *, api=None) -> PublishResult:
     langs = req.langs or rows_mod.languages_with_data(ws)
     configs = {**rows_mod.pair_rows(ws, langs), **rows_mod.m2c_rows(ws, langs)}
     if not configs:
-        raise ReleaseError(f"nothing to release: no generated sentence pairs or M2C tests in {', '.join(langs) or 'any language'}")
+        raise ReleaseError(f"nothing to release: no sentence pairs or M2C tests in {', '.join(langs) or 'any language'}")
     lap("read workspace")
     source = LocalSource(store.root) if parent else None
     previous = {c: source.read_table(parent, c) for c in source.manifest(parent)["configs"]} if source else {}
     with collector_paused():  # the checks' sets and dicts of a million rows' ids and sentences, none in a cycle
         report, kept = run_checks(configs, previous=previous, parent=parent, require_complete=req.require_complete,
-                                  exclude_unverified=req.exclude_unverified, audits=audit_flags(ws))
+                                  exclude_unverified=req.exclude_unverified, audits=audit_flags(ws), languages=langs)
     lap("checks")
     if not report.ok:
         raise ReleaseCheckError(report)
