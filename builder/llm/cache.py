@@ -26,7 +26,7 @@ from sqlalchemy.exc import DatabaseError
 from builder.records import LLMCall
 from builder.workspace import schema as t
 from builder.workspace import store
-from builder.workspace.store import Workspace, add_missing_columns, as_dicts, engine_for, now, upsert_ignore, upsert_replace
+from builder.workspace.store import Workspace, WorkspaceError, add_missing_columns, as_dicts, engine_for, now, upsert_ignore, upsert_replace
 
 TABLES = (t.llm_calls, t.llm_cache, t.llm_endpoints, t.batches, t.llm_claims)
 
@@ -83,9 +83,10 @@ class LLMCache:
                 t.metadata.create_all(engine, tables=list(TABLES))
                 with engine.begin() as conn:
                     add_missing_columns(conn, TABLES)
-        except DatabaseError as exc:
+        except (DatabaseError, WorkspaceError) as exc:  # the engine names a damaged file as a workspace's
             engine.dispose()
-            raise LLMCacheError(f"{path} is not an LLM cache (an SQLite file): {exc.orig}") from exc
+            why = exc.orig if isinstance(exc, DatabaseError) else getattr(exc.__cause__, "orig", exc.__cause__)
+            raise LLMCacheError(f"{path} is not an LLM cache (an SQLite file): {why}") from exc
         return cls(engine, owns_engine=True)
 
     def close(self) -> None:
