@@ -17,6 +17,7 @@ import time
 import tracemalloc
 
 from builder.m2c import Lexeme, Template
+from builder.m2c.engine import render_text
 
 N = 100_000
 SMALL = 10_000
@@ -44,16 +45,17 @@ def stream(t: Template, n: int) -> tuple[int, str]:
 def naive(t: Template, n: int) -> tuple[int, str]:
     """The reference's way: every valid fill listed (per feature combination, the product of the
     candidate lexemes), then a random sample rendered."""
+    ct = t.compiled
     every = []
-    for c, combo in enumerate(t.combos):
-        for choice in itertools.product(*(g[2][1] for g in combo.groups)):
+    for c, combo in enumerate(ct.space.combos):
+        for choice in itertools.product(*(g.choices for g in combo.groups)):
             every.append((c, choice))
     picked = random.Random(SEED).sample(every, n)
     count, last = 0, ""
     for c, choice in picked:
-        combo = t.combos[c]
-        values = dict(zip([g[0][0] for g in combo.groups], choice))
-        last = t.lang.postprocess(t._render_field("text", combo, values)[0])
+        combo = ct.space.combos[c]
+        values = dict(zip([g.members[0] for g in combo.groups], choice))
+        last = ct.lang.postprocess(render_text(ct, "text", combo, values)[0])
         count += 1
     return count, last
 
@@ -75,7 +77,7 @@ def peak_mb(fn, *args) -> float:
 def main() -> None:
     t = template(30, 30, 5, 3)
     huge = template(200, 200, 100, 50)
-    print(f"template: {len(t):,} valid fills ({len(t.combos)} feature combinations); huge: {len(huge):,}", flush=True)
+    print(f"template: {len(t):,} valid fills ({len(t.compiled.space.combos)} feature combinations); huge: {len(huge):,}", flush=True)
     stream_s, (count, example) = timed(stream, t, N)
     assert count == N
     print(f"stream  {N:,} tests in {stream_s:.2f}s = {N / stream_s:,.0f} tests/s  e.g. {example!r}", flush=True)

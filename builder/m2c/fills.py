@@ -19,9 +19,9 @@ from pydantic import BaseModel, Field, field_validator
 from builder.flags import Retries, clear_flags, record_given_up, retries
 from builder.llm.client import LLMClient, Request
 from builder.llm.items import ItemsOutcome, Rejected, per_item
-from builder.m2c.engine import Lexeme
 from builder.m2c.language import LanguageDataError, load_language
 from builder.m2c.lexicon import canonical, forms_of, lemma_id, store_proposed_forms
+from builder.m2c.nodes import Lexeme
 from builder.m2c.template_files import LexiconRef, load_file, template_files
 from builder.prompts import load
 from builder.records import Language as LanguageRecord

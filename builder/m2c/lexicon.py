@@ -21,9 +21,9 @@ from sqlalchemy import Connection, select
 
 from builder.flags import clear_flags
 from builder.languages import registry
-from builder.m2c.engine import Lexeme
 from builder.m2c.errors import LanguageDataError, TemplateError
 from builder.m2c.language import Language, available, load_language, unimorph_language, unimorph_schema
+from builder.m2c.nodes import Lexeme
 from builder.m2c.template_files import LexiconRef
 from builder.workspace import schema as t
 from builder.workspace.store import Workspace, now

@@ -30,9 +30,10 @@ import yaml
 from pydantic import BaseModel, ConfigDict
 
 from builder.inputs import text_problem
-from builder.m2c.engine import Lexeme, Template
+from builder.m2c.engine import Template
 from builder.m2c.errors import LanguageDataError, TemplateError, Where
 from builder.m2c.language import Language, available, load_language, with_dimensions
+from builder.m2c.nodes import Lexeme
 from builder.m2c.syntax import Locate
 from builder.paths import data_dir
 
