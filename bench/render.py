@@ -54,7 +54,7 @@ def naive(t: Template, n: int) -> tuple[int, str]:
     count, last = 0, ""
     for c, choice in picked:
         combo = ct.space.combos[c]
-        values = dict(zip([g.members[0] for g in combo.groups], choice))
+        values = dict(zip([g.name for g in combo.groups], choice))
         last = ct.lang.postprocess(render_text(ct, "text", combo, values)[0])
         count += 1
     return count, last

@@ -352,7 +352,8 @@ class _Compiler:
         root = name.rstrip("0123456789") or name
         if name in self.pools or root in self.pools:
             mid = self.mention(key, locate)
-            return Placeholder(mid, self.mentions[mid].var, self.mods(key.mods))
+            var = self.vars[key.name]
+            return Placeholder(mid, var.name, var.pool.tables, self.mods(key.mods))
         rule_name = name if name in self.lang.rules else root
         if rule_name not in self.lang.rules:
             self.var(name, where)  # raises: unknown placeholder

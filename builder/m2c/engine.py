@@ -114,8 +114,10 @@ class Template:
         decode = ct.space.decode
         for index in self.indices(n, seed):
             combo, choice = decode(index)
-            texts = {f: post(render_text(ct, f, combo, choice)[0]) for f in names}
-            yield texts["text"] if ct.single else texts
+            if ct.single:
+                yield post(render_text(ct, "text", combo, choice)[0])
+            else:
+                yield {f: post(render_text(ct, f, combo, choice)[0]) for f in names}
 
     def render(self, n: int = -1, seed: int = 0) -> list:
         """n tests drawn uniformly without replacement (all of them for n=-1), reproducible from seed."""
@@ -127,27 +129,29 @@ def render_text(ct: CompiledTemplate, fname: str, combo: Combo, choice: dict[str
     """The field's text before post-processing, and its pieces (for answer variants); `override`
     replaces the pieces at some positions."""
     ops = ct.fields[fname]
+    bundles, values = combo.bundles, combo.values
     parts: list[str] = []
+    append = parts.append
     deferred = []
-    for i, op in enumerate(ops):
+    for i, op in enumerate(ops):  # bare class patterns: the hot loop of rendering
         if override and i in override:
-            parts.append(override[i])
+            append(override[i])
             continue
         match op:
-            case Literal(text):
-                parts.append(text)
-            case Placeholder(mention, var, mods):
-                form = ct.vars[var].pool.tables[choice[var]][combo.bundles[mention]][0]
-                parts.append(modify(form, mods) if mods else form)
-            case FunctionValue(key, mods):
-                parts.append(modify(str(_call_value(ct, key, combo, choice)), mods))
-            case RuleValue(key) | InlineValue(key):
-                value = combo.values.get(key)
+            case Literal():
+                append(op.text)
+            case Placeholder():
+                form = op.tables[choice[op.var]][bundles[op.mention]][0]
+                append(modify(form, op.mods) if op.mods else form)
+            case RuleValue() | InlineValue():
+                value = values.get(op.key)
                 if value is None:  # read from a rendered word: once the rest of the text is known
-                    parts.append("")
+                    append("")
                     deferred.append(i)
                 else:
-                    parts.append(value)
+                    append(value)
+            case FunctionValue():
+                append(modify(str(_call_value(ct, op.key, combo, choice)), op.mods))
     for i in reversed(deferred):
         parts[i] = _rule_value(ct, ct.rules[ops[i].key], combo, choice, parts, i)
     return "".join(parts), parts
@@ -163,14 +167,14 @@ def _call_value(ct: CompiledTemplate, key: int, combo: Combo, choice: dict[str, 
     args = []
     for a in call.args:
         match a:
-            case Const(value):
-                args.append(value)
-            case NestedCall(nested):
-                args.append(_call_value(ct, nested, combo, choice))
-            case FeatureOf(slot):
-                args.append(combo.features[slot])
-            case Word(mention, mods):
-                args.append(modify(_form(ct, mention, combo, choice)[0], mods))
+            case Word():
+                args.append(modify(_form(ct, a.mention, combo, choice)[0], a.mods))
+            case Const():
+                args.append(a.value)
+            case FeatureOf():
+                args.append(combo.features[a.slot])
+            case NestedCall():
+                args.append(_call_value(ct, a.key, combo, choice))
     try:
         return call.fn(*args, lang=ct.lang) if call.takes_lang else call.fn(*args)
     except (FunctionError, ValueError, TypeError, ArithmeticError) as exc:
@@ -262,8 +266,8 @@ def _variants(ct: CompiledTemplate, fname: str, combo: Combo, choice: dict[str, 
             case RuleValue(key):  # another article, pronoun or classifier of the same rule
                 use = ct.rules[key]
                 alts = [modify(v, use.mods) for v in sorted(set(use.rule.table.values()))]
-            case Placeholder(_, var, mods) if not accepted:
-                table = ct.vars[var].pool.tables[choice[var]]
+            case Placeholder(_, var, tables, mods) if not accepted:
+                table = tables[choice[var]]
                 alts = [modify(form, mods) for form, ok in table.values() if ok and form]  # dropping a word is no form
         for alt in dict.fromkeys(alts):
             text = ct.lang.postprocess(render_text(ct, fname, combo, choice, {i: alt})[0])

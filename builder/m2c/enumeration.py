@@ -29,7 +29,7 @@ MAX_COMBINATIONS = 2_000_000
 
 @dataclass(frozen=True, slots=True)
 class Single:
-    members: tuple[str, ...]
+    name: str
     count: int
     choices: tuple[int, ...]  # the lexemes that serve the variable
 
@@ -92,15 +92,15 @@ class Space:
         choice: dict[str, int] = {}
         for group in reversed(combo.groups):
             r, g = divmod(r, group.count)
-            match group:
-                case Single(members, _, choices):
-                    choice[members[0]] = choices[g]
-                case Product(members, _, sets):
-                    for name, s in zip(reversed(members), reversed(sets)):
+            match group:  # bare class patterns: decoding is on the hot path
+                case Single():
+                    choice[group.name] = group.choices[g]
+                case Product():
+                    for name, s in zip(reversed(group.members), reversed(group.sets)):
                         g, k = divmod(g, len(s))
                         choice[name] = s[k]
-                case Distinct(members, _, sets):
-                    choice.update(zip(members, _decode_distinct(sets, g)))
+                case Distinct():
+                    choice.update(zip(group.members, _decode_distinct(group.sets, g)))
                 case Ascending():
                     choice.update(zip(group.members, _decode_ascending(group, g)))
         return combo, choice
@@ -158,7 +158,7 @@ def enumerate_space(*, vars: Mapping[str, Var], mentions: tuple[Mention, ...], s
 def _group(members: tuple[str, ...], sets: tuple[tuple[int, ...], ...], features: tuple[str, ...],
            vars: Mapping[str, Var], distinct: bool, unordered: bool) -> Group:
     if len(members) == 1:
-        return Single(members, len(sets[0]), sets[0])
+        return Single(members[0], len(sets[0]), sets[0])
     if unordered:
         order = [tuple(features[i] for _, i in sorted(vars[m].slots)) for m in members]
         strict = tuple(distinct or order[i] > order[i + 1] for i in range(len(members) - 1))

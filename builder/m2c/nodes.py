@@ -206,6 +206,7 @@ class Literal:
 class Placeholder:
     mention: int
     var: str
+    tables: tuple[dict[tuple[str, ...], tuple[str, bool]], ...]  # the var's pool's: one lookup less per form
     mods: Modifiers
 
 
