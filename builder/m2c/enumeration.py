@@ -92,17 +92,17 @@ class Space:
         choice: dict[str, int] = {}
         for group in reversed(combo.groups):
             r, g = divmod(r, group.count)
-            match group:  # bare class patterns: decoding is on the hot path
-                case Single():
-                    choice[group.name] = group.choices[g]
-                case Product():
-                    for name, s in zip(reversed(group.members), reversed(group.sets)):
-                        g, k = divmod(g, len(s))
-                        choice[name] = s[k]
-                case Distinct():
-                    choice.update(zip(group.members, _decode_distinct(group.sets, g)))
-                case Ascending():
-                    choice.update(zip(group.members, _decode_ascending(group, g)))
+            kind = group.__class__  # by type identity, not `match`: this loop is on the hot path of rendering
+            if kind is Single:
+                choice[group.name] = group.choices[g]
+            elif kind is Product:
+                for name, s in zip(reversed(group.members), reversed(group.sets)):
+                    g, k = divmod(g, len(s))
+                    choice[name] = s[k]
+            elif kind is Distinct:
+                choice.update(zip(group.members, _decode_distinct(group.sets, g)))
+            else:  # Ascending
+                choice.update(zip(group.members, _decode_ascending(group, g)))
         return combo, choice
 
 
