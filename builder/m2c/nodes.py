@@ -2,8 +2,8 @@
 
 Compilation (compile.py) resolves every key once: names become indices (mentions, feature slots,
 key ids), modifier names the functions that apply them, rule names their tables. The enumerator and
-the renderer then read plain frozen data and dispatch on node types with `match`, so nothing is
-looked up, parsed or changed while tests are drawn.
+the renderer then read plain frozen data and dispatch on node types (`match`, or type identity in
+the two hot loops), so nothing is looked up, parsed or changed while tests are drawn.
 """
 
 from __future__ import annotations
