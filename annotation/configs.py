@@ -51,7 +51,7 @@ def _heading(what: str, adjudication: bool) -> str:
 
 
 def translation_config(lang: Language, adjudication: bool = False) -> str:
-    """English source, German and Chinese seeds, category, the LLM draft (editable) and the decision.
+    """English source, German and Chinese seeds, category, the script check, the LLM draft (editable) and the decision.
 
     The adjudication variant (as every stage's) adds what each curator decided, for the adjudicator to settle.
     """
@@ -65,6 +65,7 @@ def translation_config(lang: Language, adjudication: bool = False) -> str:
     <Header size="6" value="Category"/><Text name="category" value="$category"/>
     <Header size="6" value="LLM alternatives"/><Text name="alternatives" value="$alternatives"/>
     <Header size="6" value="LLM note"/><Text name="note" value="$note"/>
+    <Header size="6" value="Script check"/><Text name="flag" value="$flag"/>
     {_OPINIONS if adjudication else ""}
   </View>
   <Header size="5" value="{f'Translation ({_VERSIONS})' if adjudication else "Translation (the LLM's proposal; edit it if you correct it)"}"/>

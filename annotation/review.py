@@ -31,6 +31,7 @@ from annotation.instructions import instructions
 from annotation.server import Connection
 from annotation.tasks import call_models, one_task_per_item, parse_annotation, revision, task_hash, textarea
 from builder import reviews
+from builder.flags import list_flags
 from builder.languages import SEED_LANGUAGES, registry
 from builder.records import Language
 from builder.reviews import ADJUDICATION, REVIEW_STAGES, Annotation, PullSummary, ReviewProject, TranslationEdit, base_stage
@@ -115,8 +116,10 @@ def _adopt_recorded_by_url(ws: Workspace, ls: LabelStudio, conn: Connection) -> 
 
 
 def translation_tasks(ws: Workspace, lang: str) -> list[dict]:
-    """One task per item whose latest proposal is not verified yet."""
+    """One task per item whose latest proposal is not verified yet, with the script audit's flag on it (a Latin
+    "bus" among Devanagari) for the curator to see."""
     latest = reviews.latest_proposals(ws, lang)
+    script = {f.item_id: f.reason for f in list_flags(ws, stage="script", langs=[lang])}
     done = verified(ws, lang)
     name = registry(ws)[lang].name
     english = {r["id"]: (r["english"], r.get("category")) for r in ws.rows(select(t.concepts))}
@@ -133,7 +136,7 @@ def translation_tasks(ws: Workspace, lang: str) -> list[dict]:
             "item_key": f"translation:{lang}:{item_id}", "item_id": item_id, "kind": p["kind"], "english": en,
             "seed_de": seed.get((item_id, "de"), "—"), "seed_zh": seed.get((item_id, "zh"), "—"),
             "category": cat or "—", "alternatives": "; ".join(p["alternatives"]) or "—", "note": p["note"] or "—",
-            "proposal_id": p["id"], "revision": p["revision"], "draft": p["text"],
+            "flag": script.get(item_id, "—"), "proposal_id": p["id"], "revision": p["revision"], "draft": p["text"],
         }
         data["hash"] = task_hash(data)
         tasks.append({"data": data, "model": models.get(p["llm_call_id"], "llm"),

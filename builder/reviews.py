@@ -719,6 +719,14 @@ def _decide_judgements(ws: Workspace, lang: str, decided: dict[str, tuple[dict, 
         record_flags(c, "judge", lang, {pid: why for pid, why in reasons.items() if flagged.get(pid) != why})
 
 
+def _settle_pair_flags(ws: Workspace, lang: str, decided: dict[str, tuple[dict, str]]) -> None:
+    """Pairs a curator wrote or accepted no longer wait for the LLM: their `generate` and `regenerate` flags are settled."""
+    written = [pid for pid, (a, _) in decided.items() if a["decision"] in ("accept", "fix")]
+    with ws.transaction() as c:
+        for ids in _chunks(written):
+            clear_flags(c, ("generate", "regenerate"), lang, ids)
+
+
 def judge_pending(ws: Workspace, lang: str) -> dict[str, str]:
     """Pairs whose judge's verdict waits for a curator (flagged by the judge, not decided on their current
     sentences): pair id -> the flag's reason."""
@@ -795,6 +803,8 @@ def record_pull(ws: Workspace, server: str, annotations: Iterable[Annotation],
             _decide_judgements(ws, lang, decided, disputed)
         elif stage == "inflections":
             _decide_tables(ws, lang, items, decided, reopened, summary.forms)
+        elif stage == "sentences":
+            _settle_pair_flags(ws, lang, decided)
         arose = (items & set(disputed)) - disputed_before.get((stage, lang), set())
         if arose:
             summary.disagreements[(stage, lang)] = len(arose)
