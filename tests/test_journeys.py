@@ -153,7 +153,6 @@ def test_a_language_not_shipped_declared_once_goes_through_every_stage_into_a_re
         assert f"| {r.lang} | {r.negative_type} | {r.n_pairs} | " in report and "nested cross-validation needs at least 3" in r.reason
 
 
-
 # Marathi, not shipped, in another workspace than the Hindi journey's (its projects apart from Hindi's in the module's
 # Label Studio): the words of PROPS's pairs as the stand-in proposes them, "bus" in Latin letters as weak models write it.
 MARATHI = ["mr", "--name", "Marathi", "--native-name", "मराठी", "--typology", "inflectional", "--family",
