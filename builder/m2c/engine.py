@@ -282,7 +282,8 @@ class Template:
         if root not in self.pools:
             known = ", ".join(sorted(self.pools)) or "none"
             rules = ", ".join(sorted(self.lang.rules)) or "none"
-            raise self._err(f"unknown placeholder {name!r} (placeholders: {known}; rules of {self.lang.name}: {rules})", where)
+            raise self._err(f"unknown placeholder {name!r} (placeholders: {known}; rules of {self.lang.name}: {rules})"
+                            f"{self.lang.reference_note(name)}", where)
         self.vars[name] = Var(name, self.pools[root])
         return self.vars[name]
 
@@ -290,7 +291,7 @@ class Template:
         if dim not in var.slots:
             d = self.lang.dims.by_name.get(dim)
             if d is None:
-                raise self._err(f"{dim!r} is not a dimension of {self.lang.name}", where)
+                raise self._err(f"{dim!r} is not a dimension of {self.lang.name}{self.lang.reference_note(dim)}", where)
             if dim not in var.pool.dims:
                 raise self._err(f"placeholder {var.name} has no {dim} (its values never mention it)", where)
             if not d.sampleable:
@@ -303,7 +304,7 @@ class Template:
     def _dim_of(self, label: str, where: Where) -> str:
         dim = self.lang.dims.of_feature.get(label)
         if dim is None:
-            raise self._err(f"unknown feature {label!r} in {self.lang.name}", where)
+            raise self._err(f"unknown feature {label!r} in {self.lang.name}{self.lang.reference_note(label)}", where)
         return dim
 
     def _cond(self, cond: Cond, locate: Locate) -> tuple[str, Cond]:
@@ -340,10 +341,11 @@ class Template:
                 for dim in seg.dims:
                     d = self.lang.dims.by_name.get(dim)
                     if d is None:
-                        raise self._err(f"{dim!r} is not a dimension of {self.lang.name}", where)
+                        raise self._err(f"{dim!r} is not a dimension of {self.lang.name}{self.lang.reference_note(dim)}", where)
                     if d.computed and not d.sampleable:
                         if not allow_computed:
-                            raise self._err(f"{owner}: {dim} is computed from words; only rules can agree on it", where)
+                            raise self._err(f"{owner}: {dim} is computed from words; only rules can agree on it"
+                                            f"{self.lang.reference_note(dim)}", where)
                         if dim not in target_dims:
                             raise self._err(f"{owner} has no {dim}", where)
                         words.append((seg.var, dim, where))
@@ -589,7 +591,11 @@ class Template:
         rule = self.lang.rules[use.rule]
         bundle = ".".join(feats[d] for d in rule.dims if d in feats)
         open_ = [d for d in rule.dims if d not in feats]
-        more = f" (and {', '.join(open_)} is not given)" if open_ else ""
+        more = ""
+        if open_:
+            first = self.lang.dims.by_name[open_[0]]
+            more = (f" (and {', '.join(open_)} is not given: fix it in the key or agree on it, e.g. "
+                    f".{first.features[0]} or <x.{first.name}>)")
         return self._err(f"rule {use.rule} of {self.lang.name} has no form for {bundle}{more} in {{{use.raw}}}", use.where)
 
     def _modify(self, value: str, mods: tuple[str, ...]) -> str:

@@ -80,7 +80,7 @@ def audit_flags(ws: Workspace) -> AuditFlags:
             flags.setdefault((f.item_id, f.lang), {})[f.stage] = f.reason
         elif f.stage == "similarity":
             similarity[f.item_id] = f.reason
-    return AuditFlags(scripts={code: (lang.spaced, lang.script) for code, lang in reg.items()}, open=flags,
+    return AuditFlags(languages=reg, open=flags,
                       similarity=similarity,
                       waived={(w["item_id"], w["lang"]): f"{w['reason']}, by {w['waived_by']}"
                               for w in list_waivers(ws) if w["kind"] == "pair"})
