@@ -56,8 +56,9 @@ def client(conn: Connection) -> LabelStudio:
 
 
 def title(stage: str, lang: Language) -> str:
-    """The project's key (`[stage:code]`) and the language's name, as curators read it in the project list."""
-    return f"[{stage}:{lang.code}] {lang.name} review"[:50]
+    """The project's key (`[stage:code]`) and the language's name, as curators read it in the project list (Label
+    Studio keeps 50 characters, and strips the space a cut may leave, which would make the title differ every push)."""
+    return f"[{stage}:{lang.code}] {lang.name} review"[:50].rstrip()
 
 
 def _unless_missing(get, **kw):
