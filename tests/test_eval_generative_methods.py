@@ -281,7 +281,8 @@ def test_selftranslate_refuses_a_language_the_release_gives_no_name_before_askin
 
 def test_endpoint_refuses_methods_that_need_scores(subset, server, tmp_path):
     pairs, info, _ = subset
-    with pytest.raises(ValueError, match="direct need scores: a local model, or --score-endpoint"):
+    with pytest.raises(ValueError, match="method direct needs log-probability scores, which an endpoint does not offer: "
+                                         "add --score-endpoint"):
         run_evaluation(pairs, info, None, resolve("direct"), tmp_path / "o", endpoint=settings_for(server))
 
 

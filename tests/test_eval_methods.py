@@ -21,7 +21,8 @@ from evaluate.scoring import Scorer
 
 
 def context(loaded, tmp_path, **options) -> Context:
-    return Context(loaded, Scorer(loaded), registry(), EvalOptions(**options), tmp_path / "work")
+    scorer = Scorer(loaded)
+    return Context(registry(), EvalOptions(**options), tmp_path / "work", scorer=scorer, hidden=scorer)
 
 
 def overall(scores, method, variant):
