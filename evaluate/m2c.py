@@ -23,6 +23,7 @@ from builder.m2c.answers import validate
 from builder.m2c.template_files import template_type
 from builder.paths import data_dir
 from evaluate.methods import ALL, ITEM_COLUMNS, Context, MethodOutput, Score, register
+from evaluate.protocols import TextGenerator
 from evaluate.reporting import Page, table
 
 MAX_NEW_TOKENS = 20
@@ -117,6 +118,7 @@ def section(t: pd.DataFrame) -> list[str]:
 class M2C:
     name = "m2c"
     headline = ("zero_shot", "accuracy")
+    needs = (TextGenerator,)
 
     def run(self, ctx: Context, pairs: pd.DataFrame) -> MethodOutput:
         tests = ctx.m2c

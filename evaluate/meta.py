@@ -17,6 +17,7 @@ import pandas as pd
 
 from evaluate.answers import normalize
 from evaluate.methods import ALL, Context, MethodOutput, Score, accuracy_scores, item_frame, register
+from evaluate.protocols import TextGenerator
 from evaluate.reporting import Page, table
 
 ORDERS = ("acceptable_first", "acceptable_second")
@@ -84,6 +85,7 @@ def order_scores(scores: list[Score]) -> list[Score]:
 class Meta:
     name = "meta"
     headline = ("order_averaged", "accuracy")
+    needs = (TextGenerator,)  # and scores where the backend offers them
 
     def run(self, ctx: Context, pairs: pd.DataFrame) -> MethodOutput:
         variant = ctx.options.prompt_variant
@@ -93,7 +95,7 @@ class Meta:
             raise ValueError(f"meta: the release declares no prompt template for {', '.join(missing)} (a language's "
                              "meta_prompt: data/languages.yaml or `builder language add --meta-prompt`, then publish)")
         by_order = prompts(pairs, {c: lang.prompt(variant) for c, lang in ctx.languages.items() if lang.prompt(variant)})
-        if ctx.scorer is None:  # behind an endpoint: generative mode
+        if ctx.scorer is None:  # behind an endpoint without scores: generative mode
             out = run_generative(ctx, pairs, self.name, by_order)
             out.scores += order_scores([s for s in out.scores if s.metric == "accuracy"])
             return out

@@ -20,7 +20,9 @@ BLEU >= 50 (the paper's threshold). Scores of a direction have `lang` "source-ta
 
 A local model decides by scoring "A" and "B" where its reply begins (after the chat template's
 rendering of the prompt, for a chat model: it never gives an invalid answer); a model behind an
-endpoint answers in free text, read by `evaluate.answers.normalize`.
+endpoint answers in free text, read by `evaluate.answers.normalize`, with or without
+`--score-endpoint`: the server applies its own chat template and does not say which, so where the
+reply begins is not known to score it.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from builder.paths import data_dir
 from evaluate.answers import normalize
 from evaluate.decision_agreement import breakdown, label_distribution
 from evaluate.methods import ALL, ITEM_COLUMNS, Context, MethodOutput, Score, register
+from evaluate.protocols import TextGenerator
 from evaluate.quality import ItemTranslation, Segment, consistency_above, correlate, score_translations
 from evaluate.reporting import Page, plt, table
 
@@ -218,6 +221,7 @@ class Original:
 class SelfTranslate:
     name = "selftranslate"
     headline = ("T", "consistency")
+    needs = (TextGenerator,)  # and it scores the answers where the backend offers scores and its prompt format
 
     def translate(self, ctx: Context, texts: list[str], template: str, name: str, direction: str) -> list[str]:
         prompts = [template.format(language=name, text=t) for t in texts]
@@ -229,8 +233,8 @@ class SelfTranslate:
     def decide(self, ctx: Context, prompts: list[str], lang: str) -> tuple[list[str], list[str | None]]:
         """(replies, letters) for prompts whose instruction is in `lang`."""
         task = f"selftranslate: answer ({lang})"
-        if ctx.scorer is not None:
-            contexts = [ctx.generator.reply_context(p, without=ctx.scorer.setup.bos_token) for p in prompts]
+        if ctx.scorer is not None and ctx.reply_format is not None:
+            contexts = [ctx.reply_format.reply_context(p, without=ctx.scorer.setup.bos_token) for p in prompts]
             scored = ctx.scorer.score([(c, x) for c in contexts for x in LETTERS], lambda d, t: ctx.progress(task, d, t))
             totals = [[float(scored[(c, x)].logprobs.sum()) for x in LETTERS] for c in contexts]
             letters = ["A" if a > b else "B" if b > a else None for a, b in totals]

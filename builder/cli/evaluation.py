@@ -61,7 +61,7 @@ def run(
     from evaluate.data import load_release
     from evaluate.methods import EvalOptions, resolve
     from evaluate.models import load_model
-    from evaluate.run import run_evaluation
+    from evaluate.run import check_needs, run_evaluation
 
     store = workspace_dir(workspace) / "releases" if release is None else None
     if store is not None:
@@ -73,6 +73,7 @@ def run(
              "to <workspace>/eval/<version>/<model>)")
     try:
         chosen = resolve(methods)
+        check_needs(chosen, local=not endpoint, score_endpoint=score_endpoint)  # before the release or a model is loaded
         options = EvalOptions(bos_policy=bos, probe_pooling=probe_pooling, probe_groups=probe_groups, probe_jobs=probe_jobs,
                               prompt_variant=prompt_variant,
                               translate_directions=tuple(d.strip() for d in (translate_directions or "").split(",") if d.strip()))
