@@ -35,6 +35,7 @@ from pathlib import Path
 
 from builder.child_env import child_env
 from builder.environments import ToolEnvironment
+from builder.errors import BuilderError
 from builder.files import write_text
 from builder.workspace.schema import SERVER_BY_URL
 
@@ -43,7 +44,7 @@ ADMIN_USER = "admin@builder.local"
 SERVER_ID_FILE = "builder-server-id"
 
 
-class ServerError(RuntimeError):
+class ServerError(BuilderError):
     pass
 
 

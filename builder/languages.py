@@ -18,6 +18,7 @@ import pycountry
 import yaml
 from pydantic import ValidationError
 
+from builder.errors import BuilderError
 from builder.paths import data_dir
 from builder.records import Language
 
@@ -26,7 +27,7 @@ SOURCE_LANGUAGE = "en"
 LOCAL_USE = ("qaa", "qtz")  # ISO 639-2 keeps this range of codes for languages it does not list
 
 
-class UnknownLanguageError(ValueError):
+class UnknownLanguageError(BuilderError, ValueError):
     pass
 
 
@@ -38,7 +39,7 @@ class FieldProblem:
     message: str
 
 
-class LanguageError(ValueError):
+class LanguageError(BuilderError, ValueError):
     """A declaration that does not hold: one sentence per problem, each naming its field as `where` says."""
 
     def __init__(self, problems: list[FieldProblem], where: Callable[[str], str] | None = None) -> None:

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from sqlalchemy import Connection, select
 
+from builder.errors import BuilderError
 from builder.flags import clear_flags
 from builder.languages import registry
 from builder.m2c.engine import Lexeme
@@ -33,7 +34,7 @@ class NoLexemes(TemplateError):
     """A lexicon reference none of whose lemmas has every bundle it needs (yet)."""
 
 
-class LexiconImportError(ValueError):
+class LexiconImportError(BuilderError, ValueError):
     """A UniMorph file that cannot be imported; names the file, line and field. Nothing was written."""
 
 
