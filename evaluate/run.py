@@ -27,6 +27,7 @@ import pandas as pd
 import torch
 from filelock import FileLock
 
+from builder.errors import InputError
 from builder.llm.config import LLMSettings
 from builder.version import code_version
 from evaluate.backends import CACHE_FILE, EndpointGenerator, TransformersGenerator, endpoint_info
@@ -88,7 +89,7 @@ def endpoint_bos(policy: str) -> str | None:
     if policy == "auto":
         return None
     if policy in BOS_POLICIES:
-        raise ValueError(f"--bos {policy}: an endpoint's tokens are the server's; give auto (the server's own BOS) or "
+        raise InputError(f"--bos {policy}: an endpoint's tokens are the server's; give auto (the server's own BOS) or "
                          "the token to write before every prompt (e.g. '<|im_start|>')")
     return policy
 
@@ -141,9 +142,9 @@ def run_evaluation(pairs: pd.DataFrame, dataset: DatasetInfo, loaded: LoadedMode
                   generator=generator, m2c=m2c)
     methods = with_requirements(methods, ctx)
     if loaded is None and (needy := [m.name for m in methods if m.name in NEEDS_LOCAL]):
-        raise ValueError(f"method(s) {', '.join(needy)} need a local model's hidden states; an endpoint has none")
+        raise InputError(f"method(s) {', '.join(needy)} need a local model's hidden states; an endpoint has none")
     if scorer is None and (needy := [m.name for m in methods if m.name in NEEDS_SCORES]):
-        raise ValueError(f"method(s) {', '.join(needy)} need scores: a local model, or --score-endpoint for an endpoint "
+        raise InputError(f"method(s) {', '.join(needy)} need scores: a local model, or --score-endpoint for an endpoint "
                          "that echoes prompt log-probabilities (vLLM's completions API); without, it gives text only")
     langs = set(pairs["lang"]) | (set(m2c["lang"]) if m2c is not None else set())
     config = RunConfig(model=info, scoring=scorer.setup if scorer else None, dataset=dataset, options=options,
