@@ -39,7 +39,7 @@ def record_demo_cmd(
     path: Path = typer.Option(None, help="Where to write [default: the sample's demo/recording.jsonl]"),
 ) -> None:
     """Re-record the bundled demo replies from the sample's answer files (maintainers)."""
-    from builder.cli.demo import record_demo
+    from builder.demo_recording import record_demo
 
     target = path or sample_dir() / "demo" / "recording.jsonl"
     n = record_demo(target, err)

@@ -228,6 +228,21 @@ def demo(
                                   "without it goes on from there"),
 ) -> None:
     """The main job on the bundled sample: seeds, translation, review, sentences, M2C, release, evaluation, report."""
-    from builder.cli.demo import run_demo
+    from builder.demo import DEMO_VERSION, run_demo
 
-    run_demo(workspace, out, auto_review=auto_review, model=model, evaluate=evaluate)
+    result = run_demo(workspace, out, auto_review=auto_review, model=model, evaluate=evaluate)
+    if not result.finished:
+        return
+    where = result.workspace
+    out.rule("[bold]done")
+    out.print(f"workspace:    {where / 'workspace.sqlite'}")
+    out.print(f"label studio: {result.label_studio} (builder review stop -w {where} stops it)")
+    out.print(f"release:      {result.release} (version {DEMO_VERSION})")
+    if result.report:
+        out.print(f"results:      {result.results}")
+        out.print(f"report:       {result.report}")
+    if result.llm_report:
+        out.print(f"LLM results:  {result.llm_results}")
+        out.print(f"LLM report:   {result.llm_report}")
+    if result.report:
+        out.print(f"gates:        {'passed' if result.gates_passed else 'FAILED'}")
