@@ -87,6 +87,8 @@ def test_demo_runs_the_whole_loop_on_the_recording_into_a_release(demo_released,
     released = demo_released
     assert released.returncode == 0, released.stderr
     assert "report:" not in released.stdout and not (demo_dir / "eval").exists()  # --no-eval: it stops at the release
+    for task in ("translate ar", "generate ar", "fill de"):  # each LLM stage's progress, as lines in a log
+        assert re.search(rf"^{task}: \d+/\d+ \(100%\) after \d+m\d\ds$", released.stdout, re.M), task
     ws = open_workspace(demo_dir)
     calls = ws.rows(select(t.llm_calls.c.source, t.llm_calls.c.stage))
     assert calls and {c["source"] for c in calls} == {"recording"}

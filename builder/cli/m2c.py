@@ -130,7 +130,7 @@ def fill_cmd(
             continue
         record = registry(ws)[code]
         run = run_stage(ws, llm, "fill", lambda c, p, todo=todo, record=record: propose_forms(
-            ws, c, record, todo, reask_flagged=reask_flagged), err)
+            ws, c, record, todo, reask_flagged=reask_flagged, progress=p), err)
         report_stage(run, f"{code}: proposed {run.result.proposed} form(s) for {run.result.lemmas} lemma(s)"
                      + (f"; flagged {', '.join(run.result.flagged)}" if run.result.flagged else ""))
         show_steps(ws, stage_steps(ws, "fill", [code], ("--templates", str(templates)) if templates else ()))
