@@ -31,6 +31,7 @@ from annotation.instructions import instructions
 from annotation.server import Connection
 from annotation.tasks import call_models, one_task_per_item, parse_annotation, revision, task_hash, textarea
 from builder import reviews
+from builder.errors import InputError
 from builder.flags import list_flags
 from builder.languages import SEED_LANGUAGES, registry
 from builder.records import Language
@@ -228,7 +229,7 @@ TASKS = {"translation": translation_tasks, "sentences": sentences.sentence_tasks
 def stage_tasks(ws: Workspace, lang: str, stage: str) -> list[dict]:
     """The tasks a stage wants reviewed now: each `{data, model, prediction}`, keyed by `data.item_key`."""
     if stage not in REVIEW_STAGES:
-        raise ValueError(f"unknown review stage {stage!r}: {', '.join(REVIEW_STAGES)}")
+        raise InputError(f"unknown review stage {stage!r}: {', '.join(REVIEW_STAGES)}")
     base = base_stage(stage)
     return TASKS[base](ws, lang) if stage == base else adjudication_tasks(ws, lang, base)
 

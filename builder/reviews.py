@@ -35,6 +35,7 @@ from sqlalchemy.engine import Connection
 
 from builder.agreement import Agreement
 from builder.agreement import agreement as measure_agreement
+from builder.errors import InputError
 from builder.flags import clear_flags, list_flags, record_flags
 from builder.m2c import tables
 from builder.m2c.fills import Need
@@ -313,7 +314,7 @@ def accept(ws: Workspace, lang: str, *, reviewer: str, item_ids: list[str] | Non
     if item_ids is not None:
         unknown = [i for i in item_ids if i not in proposals]
         if unknown:
-            raise ValueError(f"no proposal in {lang} for: {', '.join(unknown)}")
+            raise InputError(f"no proposal in {lang} for: {', '.join(unknown)}")
         proposals = {i: proposals[i] for i in item_ids}
     done = set(verified(ws, lang))
     accepted = skipped = already = 0

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from builder.errors import InputError
 from evaluate.answers import normalize
 from evaluate.methods import ALL, Context, MethodOutput, Score, accuracy_scores, item_frame, register
 from evaluate.protocols import TextGenerator
@@ -92,7 +93,7 @@ class Meta:
         missing = sorted(lang for lang in pairs["lang"].unique()
                          if lang not in ctx.languages or not ctx.languages[lang].prompt(variant))
         if missing:
-            raise ValueError(f"meta: the release declares no prompt template for {', '.join(missing)} (a language's "
+            raise InputError(f"meta: the release declares no prompt template for {', '.join(missing)} (a language's "
                              "meta_prompt: data/languages.yaml or `builder language add --meta-prompt`, then publish)")
         by_order = prompts(pairs, {c: lang.prompt(variant) for c, lang in ctx.languages.items() if lang.prompt(variant)})
         if ctx.scorer is None:  # behind an endpoint without scores: generative mode

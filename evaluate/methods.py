@@ -22,6 +22,7 @@ import numpy as np
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from builder.errors import InputError
 from builder.records import Language, PromptVariant
 from evaluate.protocols import Capability, HiddenStates, ReplyFormat, TextGenerator, TextScorer
 from evaluate.scoring import BosPolicy
@@ -134,7 +135,7 @@ def resolve(names: str | list[str]) -> list[Method]:
     known = registry()
     unknown = [n for n in wanted if n not in known]
     if unknown or not wanted:
-        raise ValueError(f"unknown method(s) {', '.join(unknown) or '(none given)'}; known: {', '.join(known)}")
+        raise InputError(f"unknown method(s) {', '.join(unknown) or '(none given)'}; known: {', '.join(known)}")
     return [known[n] for n in dict.fromkeys(wanted)]
 
 

@@ -48,6 +48,7 @@ import torch
 from sklearn.model_selection import GroupKFold
 from threadpoolctl import threadpool_limits
 
+from builder.errors import InputError
 from builder.files import write_text
 from evaluate.methods import ALL, ITEM_COLUMNS, Context, EvalOptions, MethodOutput, Score, item_frame, register
 from evaluate.models import LoadedModel, random_control
@@ -260,7 +261,7 @@ def groups_short(ps: ProbeSet) -> int | None:
 def fold_plan(ps: ProbeSet, folds: int) -> FoldPlan:
     short = groups_short(ps)
     if short is not None:
-        raise ValueError(f"neuro {ps.lang}/{ps.negative_type}: {short} group(s) of sentences; nested cross-validation "
+        raise InputError(f"neuro {ps.lang}/{ps.negative_type}: {short} group(s) of sentences; nested cross-validation "
                          f"needs at least {MIN_GROUPS} (evaluate more pairs, or group folds by pair: --probe-groups pair)")
     k = min(folds, len(np.unique(ps.groups)))
     fold = np.empty(len(ps.labels), dtype=np.int64)

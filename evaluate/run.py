@@ -28,6 +28,7 @@ import pandas as pd
 import torch
 from filelock import FileLock
 
+from builder.errors import InputError
 from builder.llm.config import LLMSettings
 from builder.version import code_version
 from evaluate.backends import CACHE_FILE, EndpointGenerator, TransformersGenerator, endpoint_info
@@ -86,7 +87,7 @@ def endpoint_bos(policy: str) -> str | None:
     if policy == "auto":
         return None
     if policy in BOS_POLICIES:
-        raise ValueError(f"--bos {policy}: an endpoint's tokens are the server's; give auto (the server's own BOS) or "
+        raise InputError(f"--bos {policy}: an endpoint's tokens are the server's; give auto (the server's own BOS) or "
                          "the token to write before every prompt (e.g. '<|im_start|>')")
     return policy
 
@@ -126,7 +127,7 @@ def check_needs(methods: list[Method], *, local: bool, score_endpoint: bool = Fa
     methods = with_requirements(methods, offers)
     for method in methods:
         if refusal := unmet(method.name, method.needs, offers, local=local):
-            raise ValueError(refusal)
+            raise InputError(refusal)
     return methods
 
 

@@ -36,6 +36,7 @@ import pandas as pd
 import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from builder.errors import InputError
 from builder.paths import data_dir
 from evaluate.answers import normalize
 from evaluate.decision_agreement import breakdown, label_distribution
@@ -89,9 +90,9 @@ def source_prompts() -> dict[str, SourcePrompts]:
             out[lang] = SourcePrompts.model_validate(entry)
         except ValidationError as exc:
             problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'entry'}: {e['msg']}" for e in exc.errors())
-            raise ValueError(f"{path}: {lang}: {problems}") from None
+            raise InputError(f"{path}: {lang}: {problems}") from None
         if "{language}" not in out[lang].translate or "{text}" not in out[lang].translate:
-            raise ValueError(f"{path}: {lang}: translate must hold {{language}} and {{text}}")
+            raise InputError(f"{path}: {lang}: translate must hold {{language}} and {{text}}")
     return out
 
 
@@ -99,13 +100,13 @@ def directions(asked: tuple[str, ...], langs: list[str]) -> list[tuple[str, str]
     """(source, target) pairs: those asked ("de-en"), or English into every other language of the release."""
     if not asked:
         if SOURCE not in langs or len(langs) < 2:
-            raise ValueError("selftranslate: needs English pairs and at least one other language in the release "
+            raise InputError("selftranslate: needs English pairs and at least one other language in the release "
                              "(or directions between the release's languages: --translate-directions de-zh,zh-de)")
         return [(SOURCE, lang) for lang in sorted(langs) if lang != SOURCE]
     out = [tuple(d.split("-")) for d in asked]
     missing = sorted({lang for d in out for lang in d} - set(langs))
     if missing:
-        raise ValueError(f"selftranslate: the evaluated pairs have no {', '.join(missing)} for the directions "
+        raise InputError(f"selftranslate: the evaluated pairs have no {', '.join(missing)} for the directions "
                          f"{', '.join(asked)}; languages evaluated: {', '.join(sorted(langs))}")
     return list(dict.fromkeys(out))
 
@@ -114,15 +115,15 @@ def target_name(source: str, target: str, prompts: dict[str, SourcePrompts], ctx
     """How the source language's translation prompt names the target, or a clear error."""
     where = data_dir() / "selftranslate" / "prompts.yaml"
     if target not in ctx.languages:
-        raise ValueError(f"selftranslate: the release declares no {target}, whose name and script the translation "
+        raise InputError(f"selftranslate: the release declares no {target}, whose name and script the translation "
                          "prompt and its scoring need; evaluate the other languages (--langs)")
     if source not in prompts:
-        raise ValueError(f"selftranslate: no prompts for source language {source} in {where} (its instruction and "
+        raise InputError(f"selftranslate: no prompts for source language {source} in {where} (its instruction and "
                          f"translation prompt, written by a speaker), so {source}-{target} cannot be asked")
     if source == SOURCE:
         return ctx.languages[target].name
     if target not in prompts[source].targets:
-        raise ValueError(f"selftranslate: {where}: {source}.targets names no {target}: how the {source} translation "
+        raise InputError(f"selftranslate: {where}: {source}.targets names no {target}: how the {source} translation "
                          f"prompt names that language, which {source}-{target} needs")
     return prompts[source].targets[target]
 

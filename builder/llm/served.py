@@ -19,13 +19,14 @@ from urllib.parse import urlsplit
 
 import openai
 
+from builder.errors import BuilderError
 from builder.llm.endpoint import DEFAULT_URL, key_refused, unreachable
 
 HOSTED_DEFAULTS = {"api.openai.com": "gpt-4o-2024-08-06"}  # host -> the model asked for when none is set
 MAX_LISTED = 20  # models a refusal names
 
 
-class NoModel(RuntimeError):
+class NoModel(BuilderError):
     """No model is set and the endpoint does not serve exactly one (the message says which it serves)."""
 
 

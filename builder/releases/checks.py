@@ -21,6 +21,7 @@ import pyarrow as pa
 from pydantic import BaseModel
 
 from builder.audits import occurrence
+from builder.errors import BuilderError
 from builder.records import Language
 from builder.releases.features import M2C_PREFIX
 from builder.releases.rows import FIX_IN_LABEL_STUDIO, ConfigRows
@@ -73,7 +74,7 @@ class CheckReport(BaseModel):
         return "\n".join(lines)
 
 
-class ReleaseCheckError(RuntimeError):
+class ReleaseCheckError(BuilderError):
     def __init__(self, report: CheckReport) -> None:
         self.report = report
         super().__init__(f"release checks failed ({', '.join(report.failed())}); nothing was written\n{report.render()}")

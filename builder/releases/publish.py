@@ -12,6 +12,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
+from builder.errors import BuilderError
 from builder.flags import list_flags
 from builder.languages import registry
 from builder.releases import hub as hub_mod
@@ -32,7 +33,7 @@ DEFAULT_NAME = "XCOMPS"
 DRY_RUN_BUMP: V.Bump = "patch"  # a dry run given no version checks as the next patch would be: the checks need no number
 
 
-class ReleaseError(RuntimeError):
+class ReleaseError(BuilderError):
     pass
 
 
