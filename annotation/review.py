@@ -31,6 +31,8 @@ from annotation.instructions import instructions
 from annotation.server import Connection
 from annotation.tasks import call_models, one_task_per_item, parse_annotation, revision, task_hash, textarea
 from builder import reviews
+from builder.errors import InputError
+from builder.flags import list_flags
 from builder.languages import SEED_LANGUAGES, registry
 from builder.records import Language
 from builder.reviews import ADJUDICATION, REVIEW_STAGES, Annotation, PullSummary, ReviewProject, TranslationEdit, base_stage
@@ -55,8 +57,9 @@ def client(conn: Connection) -> LabelStudio:
 
 
 def title(stage: str, lang: Language) -> str:
-    """The project's key (`[stage:code]`) and the language's name, as curators read it in the project list."""
-    return f"[{stage}:{lang.code}] {lang.name} review"[:50]
+    """The project's key (`[stage:code]`) and the language's name, as curators read it in the project list (Label
+    Studio keeps 50 characters, and strips the space a cut may leave, which would make the title differ every push)."""
+    return f"[{stage}:{lang.code}] {lang.name} review"[:50].rstrip()
 
 
 def _unless_missing(get, **kw):
@@ -115,8 +118,10 @@ def _adopt_recorded_by_url(ws: Workspace, ls: LabelStudio, conn: Connection) -> 
 
 
 def translation_tasks(ws: Workspace, lang: str) -> list[dict]:
-    """One task per item whose latest proposal is not verified yet."""
+    """One task per item whose latest proposal is not verified yet, with the script audit's flag on it (a Latin
+    "bus" among Devanagari) for the curator to see."""
     latest = reviews.latest_proposals(ws, lang)
+    script = {f.item_id: f.reason for f in list_flags(ws, stage="script", langs=[lang])}
     done = verified(ws, lang)
     name = registry(ws)[lang].name
     english = {r["id"]: (r["english"], r.get("category")) for r in ws.rows(select(t.concepts))}
@@ -133,7 +138,7 @@ def translation_tasks(ws: Workspace, lang: str) -> list[dict]:
             "item_key": f"translation:{lang}:{item_id}", "item_id": item_id, "kind": p["kind"], "english": en,
             "seed_de": seed.get((item_id, "de"), "—"), "seed_zh": seed.get((item_id, "zh"), "—"),
             "category": cat or "—", "alternatives": "; ".join(p["alternatives"]) or "—", "note": p["note"] or "—",
-            "proposal_id": p["id"], "revision": p["revision"], "draft": p["text"],
+            "flag": script.get(item_id, "—"), "proposal_id": p["id"], "revision": p["revision"], "draft": p["text"],
         }
         data["hash"] = task_hash(data)
         tasks.append({"data": data, "model": models.get(p["llm_call_id"], "llm"),
@@ -224,7 +229,7 @@ TASKS = {"translation": translation_tasks, "sentences": sentences.sentence_tasks
 def stage_tasks(ws: Workspace, lang: str, stage: str) -> list[dict]:
     """The tasks a stage wants reviewed now: each `{data, model, prediction}`, keyed by `data.item_key`."""
     if stage not in REVIEW_STAGES:
-        raise ValueError(f"unknown review stage {stage!r}: {', '.join(REVIEW_STAGES)}")
+        raise InputError(f"unknown review stage {stage!r}: {', '.join(REVIEW_STAGES)}")
     base = base_stage(stage)
     return TASKS[base](ws, lang) if stage == base else adjudication_tasks(ws, lang, base)
 

@@ -18,6 +18,7 @@ workspace started: it starts its own on its own copy of the data.
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import json
 import os
@@ -35,6 +36,7 @@ from pathlib import Path
 
 from builder.child_env import child_env
 from builder.environments import ToolEnvironment
+from builder.errors import BuilderError
 from builder.files import write_text
 from builder.workspace.schema import SERVER_BY_URL
 
@@ -43,7 +45,7 @@ ADMIN_USER = "admin@builder.local"
 SERVER_ID_FILE = "builder-server-id"
 
 
-class ServerError(RuntimeError):
+class ServerError(BuilderError):
     pass
 
 
@@ -171,6 +173,13 @@ def lost(url: str, exc: Exception) -> str:
             "the server already holds")
 
 
+@functools.cache
+def _lost_type(kind: type[Exception]) -> type[Exception]:
+    """The httpx error `kind` that is also a `ServerError`: the SDK retries it as the httpx error it is, and the
+    command line shows it as one line, as what a user can fix."""
+    return type(kind.__name__, (kind, ServerError), {})
+
+
 def sdk_client(url: str, token: str):
     """Label Studio's SDK client for the server at `url`, whose connection errors name the server and say what to do
     (`lost`). They keep their httpx types, so the SDK still retries them as it does."""
@@ -182,7 +191,7 @@ def sdk_client(url: str, token: str):
             try:
                 return super().handle_request(request)
             except httpx.TransportError as exc:
-                raise type(exc)(lost(url, exc), request=request) from exc
+                raise _lost_type(type(exc))(lost(url, exc), request=request) from exc
 
     http = httpx.Client(timeout=60, follow_redirects=True, transport=Named())  # the SDK's own defaults
     return LabelStudio(base_url=url, api_key=token, httpx_client=http)

@@ -63,7 +63,7 @@ def measure(name: str, loaded, pairs, repeats: int) -> dict[str, float]:
 
     def ours():
         with tempfile.TemporaryDirectory() as tmp:
-            ctx = Context(loaded, scorer, registry(), EvalOptions(), Path(tmp))
+            ctx = Context(registry(), EvalOptions(), Path(tmp), scorer=scorer)
             items = Direct().run(ctx, pairs).items
         return items[items["variant"] == "full"]
 

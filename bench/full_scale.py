@@ -364,7 +364,7 @@ def _direct(ws, root, ls_server):
     pairs, _ = load_release_pairs(root / "releases", "1.0.0")
     sample = pairs["acceptable_sentence"].iloc[:: max(1, len(pairs) // 2000)].tolist()
     loaded = load_model(train_toy(sample, root / "toy", steps=20), device="cpu", dtype="float32")
-    ctx = Context(loaded, Scorer(loaded), registry(), EvalOptions(), root / "direct")
+    ctx = Context(registry(), EvalOptions(), root / "direct", scorer=Scorer(loaded))
     return lambda: {"items": len(Direct().run(ctx, pairs).items), "positions": ctx.scorer.work.positions}
 
 

@@ -209,7 +209,7 @@ def part_comps(args, tmp: Path) -> dict:
                   f"{scorer.work.positions} positions", flush=True)
 
     print(f"{len(pairs)} pairs in {pairs['lang'].nunique()} languages, direct scoring with the 8B-shaped model ...", flush=True)
-    ctx = Context(loaded, scorer, registry(), EvalOptions(), tmp / "comps", progress)
+    ctx = Context(registry(), EvalOptions(), tmp / "comps", scorer=scorer, progress=progress)
     scorer.work.positions = 0
     items = Direct().run(ctx, pairs).items
     seconds = time.perf_counter() - marks[0]

@@ -77,7 +77,7 @@ def child(folder: Path) -> None:
             peaks["extract"], peaks["before_probes"] = status_kib("VmHWM"), status_kib("VmRSS")
             Path("/proc/self/clear_refs").write_text("5")
 
-    ctx = Context(loaded, scorer, registry(), EvalOptions(probe_jobs=2), folder / "work", watch)
+    ctx = Context(registry(), EvalOptions(probe_jobs=2), folder / "work", hidden=scorer, progress=watch)
     baseline = status_kib("VmRSS")
     Path("/proc/self/clear_refs").write_text("5")  # VmHWM := VmRSS
     start = time.perf_counter()

@@ -42,7 +42,7 @@ class Timed:
 
     def __init__(self, method, seconds: dict[str, float]) -> None:
         self.method, self.seconds = method, seconds
-        self.name, self.headline = method.name, method.headline
+        self.name, self.headline, self.needs = method.name, method.headline, method.needs
 
     def run(self, ctx, pairs):
         started = time.perf_counter()

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from builder.child_env import INSTALLER, child_env
+from builder.errors import BuilderError
 from builder.files import write_text
 from builder.paths import requirements_dir
 
@@ -36,7 +37,7 @@ INSTALLED = ".installed"  # written into a tool's venv once it matches its lock
 __all__ = ["LockError", "ToolEnvironment", "cache_root", "check", "freeze", "make_lock", "read_lock", "tools"]
 
 
-class LockError(RuntimeError):
+class LockError(BuilderError):
     """An environment that differs from its lock, or a lock that cannot be made or read."""
 
 

@@ -16,13 +16,11 @@ import re
 import unicodedata
 from functools import cache
 
+from builder.errors import InputError
+
 NAME_CHARS = 200  # a concept, a property, a category, a code, a translator: a few words
 TEXT_CHARS = 2_000  # a sentence, a phrase, a prompt, a note, a template's field
 LAYOUT = "\t\n\r"
-
-
-class InputError(ValueError):
-    """User-supplied text refused: one sentence naming where and why."""
 
 
 @cache

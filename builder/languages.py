@@ -18,6 +18,7 @@ import pycountry
 import yaml
 from pydantic import ValidationError
 
+from builder.errors import BuilderError, InputError
 from builder.paths import data_dir
 from builder.records import Language
 
@@ -26,7 +27,7 @@ SOURCE_LANGUAGE = "en"
 LOCAL_USE = ("qaa", "qtz")  # ISO 639-2 keeps this range of codes for languages it does not list
 
 
-class UnknownLanguageError(ValueError):
+class UnknownLanguageError(BuilderError, ValueError):
     pass
 
 
@@ -38,7 +39,7 @@ class FieldProblem:
     message: str
 
 
-class LanguageError(ValueError):
+class LanguageError(BuilderError, ValueError):
     """A declaration that does not hold: one sentence per problem, each naming its field as `where` says."""
 
     def __init__(self, problems: list[FieldProblem], where: Callable[[str], str] | None = None) -> None:
@@ -177,14 +178,14 @@ def declare(workspace, *, update: bool = False, where: Callable[[str], str] | No
     code = given["code"]
     builtin = {b.code: b for b in builtin_languages()}
     if code in builtin:
-        raise ValueError(f"language {code} ({builtin[code].name}) is built in: to change it for everyone, edit "
+        raise InputError(f"language {code} ({builtin[code].name}) is built in: to change it for everyone, edit "
                          f"{data_dir() / 'languages.yaml'}")
     old = next((d for d in workspace.added_languages() if d["code"] == code), None)
     if old is not None and not update:
-        raise ValueError(f"language {code} ({old['name']}) is already declared in this workspace: give --update to change "
+        raise InputError(f"language {code} ({old['name']}) is already declared in this workspace: give --update to change "
                          "the fields you name and keep the others (`builder language list` shows them)")
     if old is None and update:
-        raise ValueError(f"language {code} is not declared in this workspace: declare it without --update")
+        raise InputError(f"language {code} is not declared in this workspace: declare it without --update")
     lang = parse({**{k: v for k, v in (old or {}).items() if k != "builtin"}, **given}, builtin=False, where=where)
     new = lang.model_dump()
     changes = [Change(f, old.get(f), new[f]) for f in new if f != "builtin" and old.get(f) != new[f]] if old else []

@@ -186,13 +186,16 @@ def _writing(ws: Workspace, lang: str, stale: Collection[str], writable: int) ->
 def _review_steps(ws: Workspace, reads: _Reads, projects: dict) -> list[Step]:
     """Items waiting for curators, stage by stage (translations: proposals neither verified nor rejected; the
     judge's verdicts: its flags no curator has decided; the others: their project's pending tasks), and
-    disagreements waiting for an adjudicator."""
+    disagreements waiting for an adjudicator. A disputed item waits for the adjudicator alone: the curators'
+    push has nothing to send for it."""
     steps = []
     lang = reads.lang
     for stage, adjudication in reviews.ADJUDICATION.items():
         row = projects.get((stage, lang))
-        pending = (len(reads.proposed - reads.verified - set(reads.rejected_items)) if stage == "translation"
-                   else len(reviews.judge_pending(ws, lang)) if stage == "judge" else row.get("pending", 0) if row else 0)
+        disputed = set(reviews.disagreements(ws, lang, stage)) if row and row.get("disagreements") else set()
+        pending = (len(reads.proposed - reads.verified - set(reads.rejected_items) - disputed) if stage == "translation"
+                   else len(set(reviews.judge_pending(ws, lang)) - disputed) if stage == "judge"
+                   else row.get("pending", 0) - len(disputed) if row else 0)
         if pending:
             steps.append(Step(lang=lang, stage=stage, what=f"{pending} {stage} item(s) wait for curators (new and changed "
                               "ones go to Label Studio)", command=command(ws, "review", "push", "--stage", stage, "--lang", lang)))

@@ -26,7 +26,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Literal
 
 from pydantic import field_validator, model_validator
@@ -35,6 +35,7 @@ from sqlalchemy.engine import Connection
 
 from builder.agreement import Agreement
 from builder.agreement import agreement as measure_agreement
+from builder.errors import InputError
 from builder.flags import clear_flags, list_flags, record_flags
 from builder.m2c import tables
 from builder.m2c.fills import Need
@@ -313,7 +314,7 @@ def accept(ws: Workspace, lang: str, *, reviewer: str, item_ids: list[str] | Non
     if item_ids is not None:
         unknown = [i for i in item_ids if i not in proposals]
         if unknown:
-            raise ValueError(f"no proposal in {lang} for: {', '.join(unknown)}")
+            raise InputError(f"no proposal in {lang} for: {', '.join(unknown)}")
         proposals = {i: proposals[i] for i in item_ids}
     done = set(verified(ws, lang))
     accepted = skipped = already = 0
@@ -719,6 +720,14 @@ def _decide_judgements(ws: Workspace, lang: str, decided: dict[str, tuple[dict, 
         record_flags(c, "judge", lang, {pid: why for pid, why in reasons.items() if flagged.get(pid) != why})
 
 
+def _settle_pair_flags(ws: Workspace, lang: str, decided: dict[str, tuple[dict, str]]) -> None:
+    """Pairs a curator wrote or accepted no longer wait for the LLM: their `generate` and `regenerate` flags are settled."""
+    written = [pid for pid, (a, _) in decided.items() if a["decision"] in ("accept", "fix")]
+    with ws.transaction() as c:
+        for ids in _chunks(written):
+            clear_flags(c, ("generate", "regenerate"), lang, ids)
+
+
 def judge_pending(ws: Workspace, lang: str) -> dict[str, str]:
     """Pairs whose judge's verdict waits for a curator (flagged by the judge, not decided on their current
     sentences): pair id -> the flag's reason."""
@@ -795,6 +804,8 @@ def record_pull(ws: Workspace, server: str, annotations: Iterable[Annotation],
             _decide_judgements(ws, lang, decided, disputed)
         elif stage == "inflections":
             _decide_tables(ws, lang, items, decided, reopened, summary.forms)
+        elif stage == "sentences":
+            _settle_pair_flags(ws, lang, decided)
         arose = (items & set(disputed)) - disputed_before.get((stage, lang), set())
         if arose:
             summary.disagreements[(stage, lang)] = len(arose)

@@ -74,3 +74,12 @@ def outside_script(text: str, lang: Language) -> str | None:
     named = ", ".join(f"'{run}' ({script_name(code)})" for run, code in runs)
     return (f"{named} {'is' if len(runs) == 1 else 'are'} not in {script_name(lang.script)} ({lang.script}), "
             f"the script declared for {lang.name}")
+
+
+def pair_outside_script(acceptable: str, unacceptable: str, lang: Language) -> str | None:
+    """Why a sentence pair is not all in `lang`'s declared script, or None: the script audit's rule on a pair,
+    which the release check applies to the pair as released."""
+    why = {"acceptable": outside_script(acceptable, lang), "unacceptable": outside_script(unacceptable, lang)}
+    if why["acceptable"] and why["acceptable"] == why["unacceptable"]:
+        return f"both sentences: {why['acceptable']}"
+    return "; ".join(f"the {role} sentence: {w}" for role, w in why.items() if w) or None

@@ -20,6 +20,7 @@ from typing import Any
 from sqlalchemy import select
 
 from builder import languages as langs_mod
+from builder.errors import BuilderError
 from builder.inputs import look, text_problem
 from builder.records import (
     NEGATIVE_TYPES,
@@ -49,7 +50,7 @@ COMPS_FIELDS = (
 )
 
 
-class SeedImportError(ValueError):
+class SeedImportError(BuilderError, ValueError):
     def __init__(self, problems: list[str]) -> None:
         self.problems = problems
         shown = "\n".join(f"  {p}" for p in problems[:50])

@@ -41,7 +41,7 @@ class Scope:
         known = {normalise(r["english"]): r["id"] for r in ws.rows(select(t.properties.c.id, t.properties.c.english))}
         missing = [n for n in names if normalise(n) not in known]
         if missing:
-            raise ValueError(f"unknown propert{'y' if len(missing) == 1 else 'ies'}: {', '.join(map(repr, missing))}")
+            raise InputError(f"unknown propert{'y' if len(missing) == 1 else 'ies'}: {', '.join(map(repr, missing))}")
         return cls(frozenset(known[normalise(n)] for n in names))
 
     def pairs(self, ws: Workspace) -> list[dict]:

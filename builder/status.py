@@ -15,6 +15,7 @@ from builder.audits import OverlapRow, overlap_report
 from builder.flags import Flag, flag_counts, list_flags
 from builder.languages import SOURCE_LANGUAGE
 from builder.llm.cache import LLMCache
+from builder.reviews import sentence_decisions
 from builder.workspace import schema as t
 from builder.workspace.store import Workspace
 
@@ -74,6 +75,9 @@ def status(ws: Workspace, codes: list[str]) -> list[LanguageStatus]:
             pending=max(0, n_items - v - open_proposals[code] - flags["translate", code]),
         )
         gen_ok, gen_flag = sentences.get((code, "generated"), 0), sentences.get((code, "flagged"), 0)
+        if gen_flag:  # a pair the LLM gave up on and a curator wrote is written, not flagged
+            written = _written_by_curators(ws, code)
+            gen_ok, gen_flag = gen_ok + written, gen_flag - written
         ge = StageCounts(generated=gen_ok, flagged=gen_flag, pending=max(0, n_pairs - gen_ok - gen_flag))
         if code == SOURCE_LANGUAGE:
             tr = StageCounts(verified=v)
@@ -81,6 +85,13 @@ def status(ws: Workspace, codes: list[str]) -> list[LanguageStatus]:
                                   flags={stage: n for (stage, lang), n in sorted(flags.items()) if lang == code},
                                   overlap=overlap.get(code, [])))
     return out
+
+
+def _written_by_curators(ws: Workspace, lang: str) -> int:
+    """Pairs in `lang` the LLM gave up on whose sentences a curator wrote or accepted."""
+    sp = t.sentence_pairs
+    flagged = set(ws.column(select(sp.c.pair_id).where(sp.c.lang == lang, sp.c.status == "flagged")))
+    return sum(1 for p, d in sentence_decisions(ws, lang).items() if p in flagged and d.decision in ("accept", "fix"))
 
 
 def flagged_items(ws: Workspace, *, stage: str | None = None, langs: Collection[str] | None = None) -> list[FlaggedItem]:

@@ -22,7 +22,7 @@ from rich.console import Console
 
 from annotation import server as ls_server
 from annotation.review import client, pull, push
-from builder.cli.demo import run_demo
+from builder.demo import run_demo
 from builder.reviews import review_project
 from builder.workspace.store import open_workspace
 

@@ -19,6 +19,7 @@ import regex
 import yaml
 from pydantic import ValidationError, field_validator, model_validator
 
+from builder.errors import BuilderError
 from builder.paths import data_dir
 from builder.records import Record
 
@@ -70,7 +71,7 @@ class AnswerLanguage(Record):
         return self
 
 
-class AnswerDataError(ValueError):
+class AnswerDataError(BuilderError, ValueError):
     pass
 
 

@@ -1,6 +1,7 @@
 """Text generation for the generative methods: a local transformers model or an OpenAI-compatible endpoint.
 
-Both take plain prompts and return the model's continuation as text, decoded greedily unless a
+Both are `evaluate.protocols.TextGenerator`s (the local one a `ReplyFormat` too): they take plain
+prompts and return the model's continuation as text, decoded greedily unless a
 sampled run is asked for (a temperature and a seed). The endpoint goes through the construction pipeline's `LLMClient`, with an
 LLM cache of its own in the results folder (OUT/llm-cache.sqlite, no workspace): a re-run, or one
 resumed after a crash, sends nothing it already has. A vLLM server started with `--tensor-parallel-size N` is such an endpoint,
@@ -10,10 +11,8 @@ which is how an evaluation outgrows one GPU (docs/evaluation.md).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
 from functools import cached_property
 from pathlib import Path
-from typing import Protocol
 
 import torch
 from transformers import DynamicCache
@@ -25,14 +24,7 @@ from builder.llm.config import LLMSettings
 from evaluate.models import DTYPES, LoadedModel, ModelInfo
 from evaluate.scoring import ROW_TOKENS, Scorer, length_batches, pack, pad_batch, tree_inputs
 
-ProgressFn = Callable[[int, int], None]
 CACHE_FILE = "llm-cache.sqlite"  # an endpoint's replies, in the results folder
-
-
-class Generator(Protocol):
-    def generate(self, prompts: Sequence[str], *, max_new_tokens: int, stage: str, lang: str | None = None,
-                 temperature: float | None = None, seed: int | None = None,
-                 progress: ProgressFn | None = None) -> list[str]: ...
 
 
 def chat_text(tokenizer, prompt: str) -> str | None:

@@ -27,6 +27,7 @@ from evaluate.decision_agreement import Decisions, agreement, consistency, label
 from evaluate.meta import ask
 from evaluate.meta import prompts as meta_prompts
 from evaluate.methods import ALL, ITEM_COLUMNS, Context, MethodOutput, Score, register
+from evaluate.protocols import Capability, TextGenerator, TextScorer
 from evaluate.reporting import Page, plt, table
 
 SOURCE = "en"
@@ -157,13 +158,14 @@ def section(tables: dict[str, pd.DataFrame]) -> list[str]:
 class Consistency:
     name = "consistency"
     headline = ("meta/acceptable_first", "consistency_en")
+    needs = (TextGenerator,)  # the sampled runs
 
-    def requires(self, ctx: Context) -> tuple[str, ...]:
-        return ("direct", "meta") if ctx.scorer is not None else ("meta",)
+    def requires(self, offers: tuple[Capability, ...]) -> tuple[str, ...]:
+        return ("direct", "meta") if TextScorer in offers else ("meta",)
 
     def run(self, ctx: Context, pairs: pd.DataFrame) -> MethodOutput:
         tables = {f"{m}/{v}": decisions(ctx.outputs[m].items, m, v)
-                  for m in self.requires(ctx) for v in DECISION_VARIANTS[m]}
+                  for m in self.requires(ctx.offers) for v in DECISION_VARIANTS[m]}
         order = None
         if ctx.scorer is not None:
             first, second = tables["meta/acceptable_first"], tables["meta/acceptable_second"]

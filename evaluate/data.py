@@ -11,6 +11,7 @@ from pathlib import Path
 import pandas as pd
 
 from builder import releases
+from builder.errors import BuilderError
 from builder.records import NEGATIVE_TYPES
 from builder.releases.declarations import config_language, from_manifest
 from evaluate.results import DatasetInfo
@@ -19,7 +20,7 @@ PAIR_COLUMNS = ("pair_id", "lang", "property_id", "property", "acceptable_concep
                 "negative_type", "acceptable_sentence", "unacceptable_sentence")
 
 
-class PairsError(ValueError):
+class PairsError(BuilderError, ValueError):
     pass
 
 

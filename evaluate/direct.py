@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 
 from evaluate.methods import ALL, Context, MethodOutput, accuracy_scores, item_frame, register
+from evaluate.protocols import TextScorer
 from evaluate.reporting import Page, table
 from evaluate.scoring import TokenScores
 
@@ -120,6 +121,7 @@ def pair_scores(pairs: pd.DataFrame, scores: dict[tuple[str, str], TokenScores])
 class Direct:
     name = "direct"
     headline = ("full", "accuracy")
+    needs = (TextScorer,)
 
     def run(self, ctx: Context, pairs: pd.DataFrame) -> MethodOutput:
         sentences = list(dict.fromkeys(pairs["acceptable_sentence"].tolist() + pairs["unacceptable_sentence"].tolist()))

@@ -30,6 +30,7 @@ from functools import cached_property
 import numpy as np
 import openai
 
+from builder.errors import BuilderError
 from builder.llm.config import LLMSettings
 from builder.llm.endpoint import Credentials, credentials, key_refused
 from evaluate.scoring import ProgressFn, ScoringSetup, TokenScores
@@ -41,7 +42,7 @@ PROBES = ("Monday, Tuesday, Wednesday, Thursday, Friday, Saturday,", "one, two, 
 ALIGNMENT_TOLERANCE = 0.05  # nats between a token's generated and echoed log-probability (kernels differ)
 
 
-class EndpointScoringError(RuntimeError):
+class EndpointScoringError(BuilderError):
     """The endpoint cannot score prompts: what is missing and how to fix it."""
 
 

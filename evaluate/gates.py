@@ -8,6 +8,7 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
+from builder.errors import BuilderError
 from builder.paths import data_dir
 from evaluate.methods import Score
 from evaluate.results import Results
@@ -16,7 +17,7 @@ SELECTORS = ("method", "variant", "metric", "lang", "negative_type")
 BOUNDS = ("min", "max", "max_drop")
 
 
-class GateError(ValueError):
+class GateError(BuilderError, ValueError):
     pass
 
 

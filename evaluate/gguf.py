@@ -21,6 +21,7 @@ import tempfile
 from pathlib import Path
 
 from builder.environments import cache_root
+from builder.errors import InputError
 
 GGUF_SUFFIX = ".gguf"
 CONVERSION_FILE = "conversion.json"
@@ -39,7 +40,7 @@ def gguf_file(path: Path) -> Path | None:
         return None
     files = sorted(path.glob(f"*{GGUF_SUFFIX}"))
     if len(files) > 1:
-        raise ValueError(f"{path}: several GGUF files ({', '.join(f.name for f in files)}); name one")
+        raise InputError(f"{path}: several GGUF files ({', '.join(f.name for f in files)}); name one")
     return files[0] if files else None
 
 

@@ -19,10 +19,12 @@ from functools import lru_cache
 import pandas as pd
 import yaml
 
+from builder.errors import InputError
 from builder.m2c.answers import validate
 from builder.m2c.template_files import template_type
 from builder.paths import data_dir
 from evaluate.methods import ALL, ITEM_COLUMNS, Context, MethodOutput, Score, register
+from evaluate.protocols import TextGenerator
 from evaluate.reporting import Page, table
 
 MAX_NEW_TOKENS = 20
@@ -37,7 +39,7 @@ def prompt_words() -> dict[str, dict[str, str]]:
     for lang, words in data.items():
         missing = [k for k in LABELS if not isinstance(words, dict) or not words.get(k)]
         if missing:
-            raise ValueError(f"{path}: {lang}: missing {', '.join(missing)}")
+            raise InputError(f"{path}: {lang}: missing {', '.join(missing)}")
     return data
 
 
@@ -117,15 +119,16 @@ def section(t: pd.DataFrame) -> list[str]:
 class M2C:
     name = "m2c"
     headline = ("zero_shot", "accuracy")
+    needs = (TextGenerator,)
 
     def run(self, ctx: Context, pairs: pd.DataFrame) -> MethodOutput:
         tests = ctx.m2c
         if tests is None or tests.empty:
-            raise ValueError("m2c: the release has no M2C tests for these languages (configs m2c_<lang>)")
+            raise InputError("m2c: the release has no M2C tests for these languages (configs m2c_<lang>)")
         words = prompt_words()
         missing = sorted(set(tests["lang"]) - set(words))
         if missing:
-            raise ValueError(f"m2c: no prompt words for {', '.join(missing)} (data/m2c/prompts.yaml)")
+            raise InputError(f"m2c: no prompt words for {', '.join(missing)} (data/m2c/prompts.yaml)")
         tests = tests.reset_index(drop=True)
         by_id = {r["test_id"]: {**r, "alternatives": list(r["alternatives"]), "answer_forms": list(r["answer_forms"])}
                  for r in tests.to_dict("records")}

@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import pandas as pd
 
+from builder.errors import InputError
 from evaluate.answers import normalize
 from evaluate.methods import ALL, Context, MethodOutput, Score, accuracy_scores, item_frame, register
+from evaluate.protocols import TextGenerator
 from evaluate.reporting import Page, table
 
 ORDERS = ("acceptable_first", "acceptable_second")
@@ -84,16 +86,17 @@ def order_scores(scores: list[Score]) -> list[Score]:
 class Meta:
     name = "meta"
     headline = ("order_averaged", "accuracy")
+    needs = (TextGenerator,)  # and scores where the backend offers them
 
     def run(self, ctx: Context, pairs: pd.DataFrame) -> MethodOutput:
         variant = ctx.options.prompt_variant
         missing = sorted(lang for lang in pairs["lang"].unique()
                          if lang not in ctx.languages or not ctx.languages[lang].prompt(variant))
         if missing:
-            raise ValueError(f"meta: the release declares no prompt template for {', '.join(missing)} (a language's "
+            raise InputError(f"meta: the release declares no prompt template for {', '.join(missing)} (a language's "
                              "meta_prompt: data/languages.yaml or `builder language add --meta-prompt`, then publish)")
         by_order = prompts(pairs, {c: lang.prompt(variant) for c, lang in ctx.languages.items() if lang.prompt(variant)})
-        if ctx.scorer is None:  # behind an endpoint: generative mode
+        if ctx.scorer is None:  # behind an endpoint without scores: generative mode
             out = run_generative(ctx, pairs, self.name, by_order)
             out.scores += order_scores([s for s in out.scores if s.metric == "accuracy"])
             return out

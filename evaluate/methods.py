@@ -1,11 +1,12 @@
 """The evaluation methods registry and what every method receives and returns.
 
 A method is a module that calls `register(...)` with an object having `name`, `headline`
-(the variant and metric that stand for it in reports and gates) and `run(ctx, pairs)`; optionally
-`requires(ctx)` (methods whose outputs it reads, run first) and `report(page)` (its own report
-section: Markdown lines, and figures drawn on the `evaluate.reporting.Page`). Adding one
-(consistency, M2C, ...) is a new module plus its name in `MODULES`; the runner, results, report
-and gates need no change.
+(the variant and metric that stand for it in reports and gates), `needs` (the capabilities of
+`evaluate.protocols` it cannot run without: the runner refuses it, before loading anything, where
+the backend lacks one) and `run(ctx, pairs)`; optionally `requires(offers)` (methods whose outputs
+it reads, run first, given what the backend offers) and `report(page)` (its own report section:
+Markdown lines, and figures drawn on the `evaluate.reporting.Page`). Adding one (consistency, M2C,
+...) is a new module plus its name in `MODULES`; the runner, results, report and gates need no change.
 """
 
 from __future__ import annotations
@@ -15,15 +16,16 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Literal, Protocol
 
 import numpy as np
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from builder.errors import InputError
 from builder.records import Language, PromptVariant
-from evaluate.models import LoadedModel
-from evaluate.scoring import BosPolicy, Scorer
+from evaluate.protocols import Capability, HiddenStates, ReplyFormat, TextGenerator, TextScorer
+from evaluate.scoring import BosPolicy
 
 MODULES = ("evaluate.direct", "evaluate.meta", "evaluate.neuro", "evaluate.consistency", "evaluate.selftranslate",
            "evaluate.m2c")
@@ -86,20 +88,29 @@ class MethodOutput:
 
 @dataclass
 class Context:
-    loaded: LoadedModel | None  # None behind an endpoint: no scores, only generated text
-    scorer: Scorer | None
+    """What a method is given: the backend's capabilities (None where it lacks one), the release and the options."""
+
     languages: dict[str, Language]  # the evaluated release's declarations, by code
     options: EvalOptions
     work_dir: Path
+    scorer: TextScorer | None = None
+    generator: TextGenerator | None = None
+    hidden: HiddenStates | None = None
+    reply_format: ReplyFormat | None = None
     progress: Callable[[str, int, int], None] = lambda task, done, total: None
-    generator: Any = None  # evaluate.backends.Generator
     m2c: pd.DataFrame | None = None  # M2C release rows (configs m2c_<lang>)
     outputs: dict[str, MethodOutput] = field(default_factory=dict)  # methods finished earlier in this run
+
+    @property
+    def offers(self) -> tuple[Capability, ...]:
+        return tuple(c for c, v in ((TextScorer, self.scorer), (TextGenerator, self.generator),
+                                    (HiddenStates, self.hidden), (ReplyFormat, self.reply_format)) if v is not None)
 
 
 class Method(Protocol):
     name: str
     headline: tuple[str, str]
+    needs: tuple[Capability, ...]
 
     def run(self, ctx: Context, pairs: pd.DataFrame) -> MethodOutput: ...
 
@@ -124,7 +135,7 @@ def resolve(names: str | list[str]) -> list[Method]:
     known = registry()
     unknown = [n for n in wanted if n not in known]
     if unknown or not wanted:
-        raise ValueError(f"unknown method(s) {', '.join(unknown) or '(none given)'}; known: {', '.join(known)}")
+        raise InputError(f"unknown method(s) {', '.join(unknown) or '(none given)'}; known: {', '.join(known)}")
     return [known[n] for n in dict.fromkeys(wanted)]
 
 

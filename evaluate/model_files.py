@@ -14,11 +14,13 @@ import struct
 from pathlib import Path
 from typing import BinaryIO
 
+from builder.errors import BuilderError
+
 GGUF_MAGIC = b"GGUF"
 SAFETENSORS_HEADER_MAX = 100 << 20  # bytes of JSON before the tensors: a few MB even for the largest models
 
 
-class ModelFileError(ValueError):
+class ModelFileError(BuilderError, ValueError):
     """A model file that cannot be what it claims: which file, what is wrong, what to do."""
 
 

@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenizerBase
 
 from builder.default_model import gguf_path
+from builder.errors import InputError
 from evaluate import gguf, model_files, onednn
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -51,7 +52,7 @@ def detect_capabilities() -> Capabilities:
 def choose_device(requested: str | None, caps: Capabilities) -> str:
     if requested and requested != "auto":
         if requested.startswith("cuda") and not caps.cuda:
-            raise ValueError(f"--device {requested}: no CUDA device is available here")
+            raise InputError(f"--device {requested}: no CUDA device is available here")
         return requested
     return "cuda" if caps.cuda else "mps" if caps.mps else "cpu"
 
@@ -61,7 +62,7 @@ def choose_dtype(requested: str | None, device: str, caps: Capabilities) -> str:
     if requested and requested != "auto":
         name = DTYPE_ALIASES.get(requested, requested)
         if name not in DTYPES:
-            raise ValueError(f"--dtype {requested}: expected one of {', '.join([*DTYPES, *DTYPE_ALIASES])}")
+            raise InputError(f"--dtype {requested}: expected one of {', '.join([*DTYPES, *DTYPE_ALIASES])}")
         return name
     if device.startswith("cuda"):
         return "bfloat16" if caps.cuda_bf16 else "float16"
@@ -80,7 +81,7 @@ def choose_batch_size(requested: int | None, device: str, caps: Capabilities, *,
     """
     if requested:
         if requested < 1:
-            raise ValueError(f"--batch-size must be at least 1, not {requested}")
+            raise InputError(f"--batch-size must be at least 1, not {requested}")
         return requested
     per_sentence = max_tokens * (vocab_size * 4 * 2 + hidden_size * (n_layers + 1) * 2)
     if device.startswith("cuda"):
@@ -123,7 +124,7 @@ def weights_sha256(folder: Path) -> str:
     """One digest over every weight file (name and content), independent of listing order."""
     files = sorted(p for p in folder.iterdir() if p.is_file() and p.name.endswith(WEIGHT_SUFFIXES))
     if not files:
-        raise FileNotFoundError(f"{folder}: no weight files ({', '.join(WEIGHT_SUFFIXES)})")
+        raise InputError(f"{folder}: no weight files ({', '.join(WEIGHT_SUFFIXES)})")
     outer = hashlib.sha256()
     for p in files:
         h = hashlib.sha256()
@@ -138,7 +139,7 @@ def _resolve(name_or_path: str, revision: str | None) -> tuple[Path, Literal["lo
     path = Path(name_or_path).expanduser()
     if path.exists():
         if not (path / "config.json").is_file():
-            raise FileNotFoundError(f"{path}: not a model folder (no config.json) nor a GGUF file or a folder holding one")
+            raise InputError(f"{path}: not a model folder (no config.json) nor a GGUF file or a folder holding one")
         return path, "local", None
     from huggingface_hub import snapshot_download
 
@@ -166,7 +167,7 @@ def load_model(name_or_path: str | Path | None = None, *, device: str | None = N
     transformers.utils.logging.disable_progress_bar()
     tokenizer = AutoTokenizer.from_pretrained(folder)
     if not tokenizer.is_fast:
-        raise ValueError(f"{name_or_path}: scoring needs a fast tokenizer (character offsets)")
+        raise InputError(f"{name_or_path}: scoring needs a fast tokenizer (character offsets)")
     model = AutoModelForCausalLM.from_pretrained(folder, dtype=DTYPES[dt]).to(dev).eval()
     if dev == "cpu":
         onednn.route_linears(model)

@@ -48,11 +48,13 @@ import torch
 from sklearn.model_selection import GroupKFold
 from threadpoolctl import threadpool_limits
 
+from builder.errors import InputError
 from builder.files import write_text
 from evaluate.methods import ALL, ITEM_COLUMNS, Context, EvalOptions, MethodOutput, Score, item_frame, register
 from evaluate.models import LoadedModel, random_control
+from evaluate.protocols import HiddenStates
 from evaluate.reporting import EXCLUDED_FROM_TYPOLOGY, Page, joined, plt, table
-from evaluate.scoring import ENCODE_CHUNK, Scorer, length_batches, pad_batch
+from evaluate.scoring import ENCODE_CHUNK, length_batches, pad_batch
 
 CHUNK_BYTES = 1 << 20  # working buffers of reads and of the solver's blocks of features stay this small
 CPU_EXTRACT_BYTES = 64 << 20  # activations of one extraction batch on a CPU, where they share memory with everything
@@ -102,14 +104,14 @@ class HiddenStore:
         return out
 
 
-def _fingerprint(loaded: LoadedModel, scorer: Scorer, texts: list[str], pooling: str) -> str:
+def _fingerprint(loaded: LoadedModel, scorer: HiddenStates, texts: list[str], pooling: str) -> str:
     h = hashlib.sha256(json.dumps([loaded.info.model_dump(), scorer.setup.model_dump(), pooling]).encode())
     for t in texts:
         h.update(t.encode("utf-8") + b"\0")
     return h.hexdigest()
 
 
-def extract_hidden(models: Mapping[str, LoadedModel], scorer: Scorer, texts: list[str], directory: Path, *,
+def extract_hidden(models: Mapping[str, LoadedModel], scorer: HiddenStates, texts: list[str], directory: Path, *,
                    pooling: str = "last", progress=None) -> dict[str, HiddenStore]:
     """Every layer's sentence vectors of `texts` under each model (DIRECTORY/<tag>), in one pass over the batches;
     a finished store with the same inputs is reused. The models share one architecture (a model and its control)."""
@@ -259,7 +261,7 @@ def groups_short(ps: ProbeSet) -> int | None:
 def fold_plan(ps: ProbeSet, folds: int) -> FoldPlan:
     short = groups_short(ps)
     if short is not None:
-        raise ValueError(f"neuro {ps.lang}/{ps.negative_type}: {short} group(s) of sentences; nested cross-validation "
+        raise InputError(f"neuro {ps.lang}/{ps.negative_type}: {short} group(s) of sentences; nested cross-validation "
                          f"needs at least {MIN_GROUPS} (evaluate more pairs, or group folds by pair: --probe-groups pair)")
     k = min(folds, len(np.unique(ps.groups)))
     fold = np.empty(len(ps.labels), dtype=np.int64)
@@ -587,15 +589,16 @@ def fig6_peak_layer(page: Page) -> None:
 class Neuro:
     name = "neuro"
     headline = ("probe", "f1")
+    needs = (HiddenStates,)
 
     def run(self, ctx: Context, pairs: pd.DataFrame) -> MethodOutput:
         """Language by language, so the disk holds one language's hidden states at a time."""
         pooling, results, left_out = ctx.options.probe_pooling, [], []
-        models = {"probe": ctx.loaded, "control": random_control(ctx.loaded, ctx.options.control_seed)}
+        models = {"probe": ctx.hidden.loaded, "control": random_control(ctx.hidden.loaded, ctx.options.control_seed)}
         for lang, sub in pairs.groupby("lang", sort=True):
             texts = list(pd.unique(pd.concat([sub["acceptable_sentence"], sub["unacceptable_sentence"]])))
             where = ctx.work_dir / "hidden" / lang
-            stores = extract_hidden(models, ctx.scorer, texts, where, pooling=pooling,
+            stores = extract_hidden(models, ctx.hidden, texts, where, pooling=pooling,
                                     progress=lambda d, t, lang=lang: ctx.progress(f"neuro {lang}: hidden states", d, t))
             done, short = probe_language(stores, sub, ctx.options,
                                          lambda d, t, lang=lang: ctx.progress(f"neuro {lang}: probes", d, t))

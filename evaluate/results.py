@@ -19,6 +19,7 @@ import pandas as pd
 from filelock import FileLock
 from pydantic import BaseModel, ConfigDict
 
+from builder.errors import InputError
 from builder.files import atomic_write, write_text
 from builder.records import Language
 from evaluate.methods import ITEM_COLUMNS, EvalOptions, Score
@@ -106,13 +107,13 @@ def write_results(directory: Path, results: Results) -> None:
 def read_results(directory: Path) -> Results:
     path = Path(directory) / SUMMARY
     if not path.is_file():
-        raise FileNotFoundError(f"{directory}: no {SUMMARY}; is it the --out folder of `builder eval run`?")
+        raise InputError(f"{directory}: no {SUMMARY}; is it the --out folder of `builder eval run`?")
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
         config = RunConfig.model_validate(data["config"])
         scores = [Score.model_validate(s) for s in data["scores"]]
     except (json.JSONDecodeError, KeyError, ValueError) as exc:
-        raise ValueError(f"{path}: not a results summary ({exc})") from exc
+        raise InputError(f"{path}: not a results summary ({exc})") from exc
     items = pd.read_parquet(Path(directory) / ITEMS) if (Path(directory) / ITEMS).is_file() else pd.DataFrame(columns=ITEM_COLUMNS)
     tables = {name: pd.read_parquet(Path(directory) / f"{name}.parquet") for name in data.get("tables", [])}
     return Results(config, items, scores, tables)

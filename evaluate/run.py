@@ -6,7 +6,8 @@ as it was published.
 
 The model is a loaded transformers model (scores and generated text) or, given `endpoint` settings,
 an OpenAI-compatible endpoint: generated text, and with `score_endpoint` scores from its echoed prompt
-log-probabilities (`evaluate.endpoint_scoring`); neuro needs a local model's hidden states.
+log-probabilities (`evaluate.endpoint_scoring`). Each offers capabilities (`evaluate.protocols`), and a
+method whose needs the backend does not offer is refused before anything is loaded (`check_needs`).
 A method may require others (consistency reads direct's and meta's decisions); they run first.
 Each finished method is kept under DIR/parts/<method>/ with the configuration it ran under; a
 re-run with the same configuration reuses it, so an interrupted evaluation resumes where it stopped
@@ -27,6 +28,7 @@ import pandas as pd
 import torch
 from filelock import FileLock
 
+from builder.errors import InputError
 from builder.llm.config import LLMSettings
 from builder.version import code_version
 from evaluate.backends import CACHE_FILE, EndpointGenerator, TransformersGenerator, endpoint_info
@@ -34,6 +36,7 @@ from evaluate.data import check_pairs
 from evaluate.endpoint_scoring import EndpointScorer
 from evaluate.methods import Context, EvalOptions, Method, MethodOutput, Score, registry
 from evaluate.models import LoadedModel
+from evaluate.protocols import Capability, offered, unmet
 from evaluate.results import DatasetInfo, Results, RunConfig, now, write_json, write_parquet, write_results
 from evaluate.scoring import BOS_POLICIES, Scorer
 
@@ -79,16 +82,12 @@ def _release_memory() -> None:
         trim(0)
 
 
-NEEDS_SCORES = ("direct",)
-NEEDS_LOCAL = ("neuro",)
-
-
 def endpoint_bos(policy: str) -> str | None:
     """What an endpoint's prompts start with: the server's own BOS (auto), or a token written as text."""
     if policy == "auto":
         return None
     if policy in BOS_POLICIES:
-        raise ValueError(f"--bos {policy}: an endpoint's tokens are the server's; give auto (the server's own BOS) or "
+        raise InputError(f"--bos {policy}: an endpoint's tokens are the server's; give auto (the server's own BOS) or "
                          "the token to write before every prompt (e.g. '<|im_start|>')")
     return policy
 
@@ -110,15 +109,26 @@ def _method_part(method: Method, ctx: Context, pairs: pd.DataFrame, out_dir: Pat
     return out
 
 
-def with_requirements(methods: list[Method], ctx: Context) -> list[Method]:
+def with_requirements(methods: list[Method], offers: tuple[Capability, ...]) -> list[Method]:
     """The methods with those they require placed before them, each once."""
     known = registry()
     ordered: dict[str, Method] = {}
     for method in methods:
-        for name in getattr(method, "requires", lambda _: ())(ctx):
+        for name in getattr(method, "requires", lambda _: ())(offers):
             ordered.setdefault(name, known[name])
         ordered.setdefault(method.name, method)
     return list(ordered.values())
+
+
+def check_needs(methods: list[Method], *, local: bool, score_endpoint: bool = False) -> list[Method]:
+    """The methods to run (those required first), or one sentence naming the first method whose needs the backend
+    does not offer; called before anything is loaded."""
+    offers = offered(local=local, score_endpoint=score_endpoint)
+    methods = with_requirements(methods, offers)
+    for method in methods:
+        if refusal := unmet(method.name, method.needs, offers, local=local):
+            raise InputError(refusal)
+    return methods
 
 
 def run_evaluation(pairs: pd.DataFrame, dataset: DatasetInfo, loaded: LoadedModel | None, methods: list[Method],
@@ -127,27 +137,23 @@ def run_evaluation(pairs: pd.DataFrame, dataset: DatasetInfo, loaded: LoadedMode
                    score_endpoint: bool = False) -> Results:
     """Run `methods` with a local model (`loaded`) or, when `loaded` is None, the model behind `endpoint` (scored
     through its prompt log-probabilities with `score_endpoint`, else generated text only)."""
+    if loaded is None and endpoint is None:
+        raise ValueError("a model is needed: a loaded local model or endpoint settings")
+    methods = check_needs(methods, local=loaded is not None, score_endpoint=score_endpoint)
     pairs = check_pairs(pairs, f"dataset {dataset.source} {dataset.version}")
     out_dir = Path(out_dir)
+    languages = {lang.code: lang for lang in dataset.languages}  # as the release declares them, never the registry's
     if loaded is not None:
         scorer, generator, info = Scorer(loaded, options.bos_policy), TransformersGenerator(loaded), loaded.info
-    elif endpoint is not None:
-        scorer = EndpointScorer(endpoint, endpoint_bos(options.bos_policy)) if score_endpoint else None
-        generator, info = EndpointGenerator(endpoint, out_dir / CACHE_FILE), endpoint_info(endpoint)
+        backend = {"scorer": scorer, "generator": generator, "hidden": scorer, "reply_format": generator}
     else:
-        raise ValueError("a model is needed: a loaded local model or endpoint settings")
-    languages = {lang.code: lang for lang in dataset.languages}  # as the release declares them, never the registry's
-    ctx = Context(loaded, scorer, languages, options, out_dir / "work", progress or (lambda *a: None),
-                  generator=generator, m2c=m2c)
-    methods = with_requirements(methods, ctx)
-    if loaded is None and (needy := [m.name for m in methods if m.name in NEEDS_LOCAL]):
-        raise ValueError(f"method(s) {', '.join(needy)} need a local model's hidden states; an endpoint has none")
-    if scorer is None and (needy := [m.name for m in methods if m.name in NEEDS_SCORES]):
-        raise ValueError(f"method(s) {', '.join(needy)} need scores: a local model, or --score-endpoint for an endpoint "
-                         "that echoes prompt log-probabilities (vLLM's completions API); without, it gives text only")
+        backend = {"scorer": EndpointScorer(endpoint, endpoint_bos(options.bos_policy)) if score_endpoint else None,
+                   "generator": EndpointGenerator(endpoint, out_dir / CACHE_FILE)}
+        info = endpoint_info(endpoint)
+    ctx = Context(languages, options, out_dir / "work", **backend, progress=progress or (lambda *a: None), m2c=m2c)
     langs = set(pairs["lang"]) | (set(m2c["lang"]) if m2c is not None else set())
-    config = RunConfig(model=info, scoring=scorer.setup if scorer else None, dataset=dataset, options=options,
-                       prompt_format=generator.prompt_format if loaded is not None else None,
+    config = RunConfig(model=info, scoring=ctx.scorer.setup if ctx.scorer else None, dataset=dataset, options=options,
+                       prompt_format=ctx.reply_format.prompt_format if ctx.reply_format else None,
                        methods=[m.name for m in methods], langs=sorted(langs), code_version=code_version(), created_at=now())
     items, scores, tables = [], [], {}
     for method in methods:

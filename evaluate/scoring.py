@@ -41,6 +41,7 @@ import numpy as np
 import torch
 from pydantic import BaseModel, ConfigDict
 
+from builder.errors import InputError
 from evaluate.models import DTYPES, LoadedModel
 
 BosPolicy = str  # auto, bos, eos, none, or a token of the vocabulary
@@ -119,14 +120,14 @@ def resolve_bos(policy: BosPolicy, tokenizer) -> tuple[ScoringSetup, int | None]
     elif policy in ("bos", "eos"):
         token = tokenizer.bos_token if policy == "bos" else tokenizer.eos_token
         if token is None or token_id(tokenizer, token) is None:
-            raise ValueError(f"BOS policy {policy!r}: the tokenizer has no {policy} token")
+            raise InputError(f"BOS policy {policy!r}: the tokenizer has no {policy} token")
     elif policy == "none":
         token = None
     else:
         token, policy = policy, "token"
         if token_id(tokenizer, token) is None:
             special = ", ".join(dict.fromkeys(tokenizer.all_special_tokens)) or "none"
-            raise ValueError(f"--bos {token!r}: not one token of the vocabulary; expected auto, bos, eos, none or a "
+            raise InputError(f"--bos {token!r}: not one token of the vocabulary; expected auto, bos, eos, none or a "
                              f"token such as the tokenizer's special tokens ({special})")
     tid = token_id(tokenizer, token) if token is not None else None
     return ScoringSetup(bos_policy=policy, bos_token=token, bos_reason=reason, first_token_scored=tid is not None), tid

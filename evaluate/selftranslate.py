@@ -20,7 +20,9 @@ BLEU >= 50 (the paper's threshold). Scores of a direction have `lang` "source-ta
 
 A local model decides by scoring "A" and "B" where its reply begins (after the chat template's
 rendering of the prompt, for a chat model: it never gives an invalid answer); a model behind an
-endpoint answers in free text, read by `evaluate.answers.normalize`.
+endpoint answers in free text, read by `evaluate.answers.normalize`, with or without
+`--score-endpoint`: the server applies its own chat template and does not say which, so where the
+reply begins is not known to score it.
 """
 
 from __future__ import annotations
@@ -34,10 +36,12 @@ import pandas as pd
 import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from builder.errors import InputError
 from builder.paths import data_dir
 from evaluate.answers import normalize
 from evaluate.decision_agreement import breakdown, label_distribution
 from evaluate.methods import ALL, ITEM_COLUMNS, Context, MethodOutput, Score, register
+from evaluate.protocols import TextGenerator
 from evaluate.quality import ItemTranslation, Segment, consistency_above, correlate, score_translations
 from evaluate.reporting import Page, plt, table
 
@@ -86,9 +90,9 @@ def source_prompts() -> dict[str, SourcePrompts]:
             out[lang] = SourcePrompts.model_validate(entry)
         except ValidationError as exc:
             problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'entry'}: {e['msg']}" for e in exc.errors())
-            raise ValueError(f"{path}: {lang}: {problems}") from None
+            raise InputError(f"{path}: {lang}: {problems}") from None
         if "{language}" not in out[lang].translate or "{text}" not in out[lang].translate:
-            raise ValueError(f"{path}: {lang}: translate must hold {{language}} and {{text}}")
+            raise InputError(f"{path}: {lang}: translate must hold {{language}} and {{text}}")
     return out
 
 
@@ -96,13 +100,13 @@ def directions(asked: tuple[str, ...], langs: list[str]) -> list[tuple[str, str]
     """(source, target) pairs: those asked ("de-en"), or English into every other language of the release."""
     if not asked:
         if SOURCE not in langs or len(langs) < 2:
-            raise ValueError("selftranslate: needs English pairs and at least one other language in the release "
+            raise InputError("selftranslate: needs English pairs and at least one other language in the release "
                              "(or directions between the release's languages: --translate-directions de-zh,zh-de)")
         return [(SOURCE, lang) for lang in sorted(langs) if lang != SOURCE]
     out = [tuple(d.split("-")) for d in asked]
     missing = sorted({lang for d in out for lang in d} - set(langs))
     if missing:
-        raise ValueError(f"selftranslate: the evaluated pairs have no {', '.join(missing)} for the directions "
+        raise InputError(f"selftranslate: the evaluated pairs have no {', '.join(missing)} for the directions "
                          f"{', '.join(asked)}; languages evaluated: {', '.join(sorted(langs))}")
     return list(dict.fromkeys(out))
 
@@ -111,15 +115,15 @@ def target_name(source: str, target: str, prompts: dict[str, SourcePrompts], ctx
     """How the source language's translation prompt names the target, or a clear error."""
     where = data_dir() / "selftranslate" / "prompts.yaml"
     if target not in ctx.languages:
-        raise ValueError(f"selftranslate: the release declares no {target}, whose name and script the translation "
+        raise InputError(f"selftranslate: the release declares no {target}, whose name and script the translation "
                          "prompt and its scoring need; evaluate the other languages (--langs)")
     if source not in prompts:
-        raise ValueError(f"selftranslate: no prompts for source language {source} in {where} (its instruction and "
+        raise InputError(f"selftranslate: no prompts for source language {source} in {where} (its instruction and "
                          f"translation prompt, written by a speaker), so {source}-{target} cannot be asked")
     if source == SOURCE:
         return ctx.languages[target].name
     if target not in prompts[source].targets:
-        raise ValueError(f"selftranslate: {where}: {source}.targets names no {target}: how the {source} translation "
+        raise InputError(f"selftranslate: {where}: {source}.targets names no {target}: how the {source} translation "
                          f"prompt names that language, which {source}-{target} needs")
     return prompts[source].targets[target]
 
@@ -218,6 +222,7 @@ class Original:
 class SelfTranslate:
     name = "selftranslate"
     headline = ("T", "consistency")
+    needs = (TextGenerator,)  # and it scores the answers where the backend offers scores and its prompt format
 
     def translate(self, ctx: Context, texts: list[str], template: str, name: str, direction: str) -> list[str]:
         prompts = [template.format(language=name, text=t) for t in texts]
@@ -229,8 +234,8 @@ class SelfTranslate:
     def decide(self, ctx: Context, prompts: list[str], lang: str) -> tuple[list[str], list[str | None]]:
         """(replies, letters) for prompts whose instruction is in `lang`."""
         task = f"selftranslate: answer ({lang})"
-        if ctx.scorer is not None:
-            contexts = [ctx.generator.reply_context(p, without=ctx.scorer.setup.bos_token) for p in prompts]
+        if ctx.scorer is not None and ctx.reply_format is not None:
+            contexts = [ctx.reply_format.reply_context(p, without=ctx.scorer.setup.bos_token) for p in prompts]
             scored = ctx.scorer.score([(c, x) for c in contexts for x in LETTERS], lambda d, t: ctx.progress(task, d, t))
             totals = [[float(scored[(c, x)].logprobs.sum()) for x in LETTERS] for c in contexts]
             letters = ["A" if a > b else "B" if b > a else None for a, b in totals]

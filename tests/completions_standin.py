@@ -6,6 +6,11 @@ the tokenizer's own special tokens, special-token text parsed) then the generate
 its decoded text, a text offset that counts the decoded texts before it (the BOS token's included),
 its log-probability given the tokens before it (null for the first), and the top `logprobs`
 alternatives plus itself. Decoding is greedy. An unknown model is a 404 with vLLM's error body.
+
+It answers chat completions too, so that one server both scores and replies (a vLLM deployment does
+both): a user turn's reply is the one the local model generates for it alone
+(`evaluate.backends.TransformersGenerator`: greedy, or sampled with the request's temperature and
+seed). `srv.replies` keeps each prompt's reply.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import torch
 
+from evaluate.backends import TransformersGenerator
 from evaluate.models import LoadedModel
 
 
@@ -24,6 +30,7 @@ class CompletionsStandin:
 
     def __init__(self, loaded: LoadedModel, model: str) -> None:
         self.loaded, self.model, self.requests = loaded, model, 0
+        self.replies: dict[str, str] = {}
         self._lock = threading.Lock()
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
@@ -63,6 +70,21 @@ class CompletionsStandin:
         return 200, {"id": "cmpl-standin", "object": "text_completion", "created": 0, "model": self.model,
                      "choices": [choice], "usage": {"prompt_tokens": len(ids), "completion_tokens": n_new,
                                                     "total_tokens": len(ids) + n_new}}
+
+    def chat(self, body: dict) -> tuple[int, dict]:
+        if body.get("model") != self.model:
+            return 404, {"object": "error", "message": f"The model `{body.get('model')}` does not exist.",
+                         "type": "NotFoundError", "param": None, "code": 404}
+        prompt = body["messages"][-1]["content"]
+        with self._lock:
+            self.requests += 1
+            [reply] = TransformersGenerator(self.loaded).generate(
+                [prompt], max_new_tokens=int(body.get("max_tokens") or 16), stage="standin",
+                temperature=body.get("temperature") or None, seed=body.get("seed"))
+            self.replies[prompt] = reply
+        return 200, {"id": "chatcmpl-standin", "object": "chat.completion", "created": 0, "model": self.model,
+                     "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": reply}}],
+                     "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}}
 
     def _logprobs(self, seq: list[int], shown: list[int], lp: torch.Tensor, k: int) -> dict:
         tok = self.loaded.tokenizer
@@ -107,10 +129,13 @@ class CompletionsStandin:
 
             def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
-                if self.path.rstrip("/") != "/v1/completions":
+                route = self.path.rstrip("/")
+                if route == "/v1/chat/completions":
+                    self._send(*standin.chat(body))
+                elif route == "/v1/completions":
+                    self._send(*standin.complete(body))
+                else:
                     self._send(404, {"object": "error", "message": "Not Found", "type": "NotFoundError", "code": 404})
-                    return
-                self._send(*standin.complete(body))
 
         return Handler
 

@@ -13,7 +13,7 @@ from rich.console import Console
 
 from builder import languages
 from builder.audits import audit
-from builder.cli.demo import DEMO_TARGETS
+from builder.demo import DEMO_TARGETS
 from builder.generate import generate
 from builder.llm.config import LLMSettings
 from builder.m2c.render import render_tests

@@ -11,6 +11,7 @@ import urllib.request
 
 import pytest
 from conftest import settings_for
+from curating import current_tasks, say, versions
 from sqlalchemy import select
 from typer.testing import CliRunner
 
@@ -62,21 +63,6 @@ def _follow(output: str, what: str) -> str:
     return _builder(*m.group(1).split())
 
 
-def _tasks(conn, ws, stage, lang) -> dict:
-    """item id -> the task that asks for it now (a task superseded by a newer revision left out)."""
-    pid = review_project(ws, stage, lang, conn.server).project_id
-    return {tk.data["item_id"]: tk for tk in client(conn).tasks.list(project=pid, fields="all", page_size=1000)
-            if "superseded_by" not in tk.data}
-
-
-def _say(conn, task, user, to, decision, *, results=(), comment="", **texts):
-    result = [{"from_name": "decision", "to_name": to, "type": "choices", "value": {"choices": [decision]}}, *results]
-    result += [{"from_name": name, "to_name": to, "type": "textarea", "value": {"text": [text]}} for name, text in texts.items()]
-    if comment:
-        result.append({"from_name": "comment", "to_name": to, "type": "textarea", "value": {"text": [comment]}})
-    return client(conn).annotations.create(id=task.id, result=result, completed_by=user)
-
-
 def _labeling_columns(conn, project_id) -> list[str]:
     """The data columns Label Studio's task list shows beside the labeling screen, in its order."""
     req = urllib.request.Request(f"{conn.url}/api/dm/columns?project={project_id}",
@@ -86,16 +72,11 @@ def _labeling_columns(conn, project_id) -> list[str]:
     return [c["id"] for c in columns if c.get("parent") == "data" and c["visibility_defaults"]["labeling"]]
 
 
-def _versions(task) -> dict[str, list[str]]:
-    """An adjudication task's prefilled versions: whose they are (the prediction's name) -> their texts."""
-    return {p.model_version: [r["value"]["text"][0] for r in p.result] for p in task.predictions}
-
-
 def test_a_translation_corrected_after_verification_is_withdrawn_and_adjudicated(maintainer, server):
     ws, conn = maintainer
     _llm(ws, server, lambda c: translate(ws, c, [registry()["el"]]))
     push(ws, conn, "el")
-    tasks = _tasks(conn, ws, "translation", "el")
+    tasks = current_tasks(conn, ws, "translation", "el")
     labels = [tk.data["task"] for tk in tasks.values()]
     assert len(set(labels)) == len(labels) == len(tasks)  # the task list tells its rows apart
     item = sorted(tasks)[0]
@@ -105,27 +86,27 @@ def test_a_translation_corrected_after_verification_is_withdrawn_and_adjudicated
     assert _labeling_columns(conn, review_project(ws, "translation", "el", conn.server).project_id)[0] == "task"
     a, b, adjudicator = (reviewer_account(conn, name) for name in ("cur-a", "cur-b", "adjudicator"))
 
-    _say(conn, task, a, "english", "accept", translation=draft)
+    say(conn, task, a, "english", "accept", translation=draft)
     assert "disagree" not in _builder("review", "pull")
     assert verified(ws, "el")[item]["reviewer"] == "cur-a@builder.local"
     # A second curator corrects the verified word: it is no longer verified, and the pull says what to do.
-    _say(conn, task, b, "english", "corrected", translation="ανεμιστήρας")
+    say(conn, task, b, "english", "corrected", translation="ανεμιστήρας")
     out = _builder("review", "pull")
     assert "1 new disagreement" in out and item not in verified(ws, "el")
     assert "1 verified word withdrawn" in out
     assert "created 1" in _follow(out, "disagreement")
-    (adj,) = _tasks(conn, ws, "adjudication", "el").values()
-    assert _versions(adj) == {"cur-a@builder.local (accept)": [draft], "cur-b@builder.local (corrected)": ["ανεμιστήρας"]}
+    (adj,) = current_tasks(conn, ws, "adjudication", "el").values()
+    assert versions(adj) == {"cur-a@builder.local (accept)": [draft], "cur-b@builder.local (corrected)": ["ανεμιστήρας"]}
     assert "cur-b@builder.local: corrected 'ανεμιστήρας'" in adj.data["opinions"] and adj.data["item_id"] == item
     # A third curator joins in before the adjudicator: the same task, now offering three versions.
-    _say(conn, task, reviewer_account(conn, "cur-c"), "english", "corrected", translation="ανεμιστήρας οροφής")
+    say(conn, task, reviewer_account(conn, "cur-c"), "english", "corrected", translation="ανεμιστήρας οροφής")
     assert "new disagreement" not in _builder("review", "pull")  # the disagreement is not new
     assert "updated 1" in _builder("review", "push", "--stage", "adjudication", "--lang", "el")
-    (adj,) = _tasks(conn, ws, "adjudication", "el").values()
-    assert sorted(_versions(adj).values()) == [[draft], ["ανεμιστήρας"], ["ανεμιστήρας οροφής"]]
+    (adj,) = current_tasks(conn, ws, "adjudication", "el").values()
+    assert sorted(versions(adj).values()) == [[draft], ["ανεμιστήρας"], ["ανεμιστήρας οροφής"]]
     # The adjudicator takes the second curator's version.
     theirs = next(p for p in adj.predictions if p.model_version.startswith("cur-b"))
-    _say(conn, adj, adjudicator, "english", "corrected", results=theirs.result)
+    say(conn, adj, adjudicator, "english", "corrected", results=theirs.result)
     assert "disagree" not in _builder("review", "pull")
     word = verified(ws, "el")[item]
     assert (word["text"], word["reviewer"]) == ("ανεμιστήρας", "adjudicator@builder.local (adjudicated)")
@@ -136,12 +117,12 @@ def test_a_deleted_annotation_stops_counting_and_an_item_asked_again_gets_a_fres
     ws, conn = maintainer
     _llm(ws, server, lambda c: translate(ws, c, [registry()["es"]]))
     push(ws, conn, "es")
-    tasks = _tasks(conn, ws, "translation", "es")
+    tasks = current_tasks(conn, ws, "translation", "es")
     keep, gone, again = sorted(tasks)[:3]
     a = reviewer_account(conn, "cur-a")
-    _say(conn, tasks[keep], a, "english", "accept", translation=tasks[keep].data["draft"])
-    deleted = _say(conn, tasks[gone], a, "english", "accept", translation=tasks[gone].data["draft"])
-    old = _say(conn, tasks[again], a, "english", "reject", comment="wrong sense: the sports bat")
+    say(conn, tasks[keep], a, "english", "accept", translation=tasks[keep].data["draft"])
+    deleted = say(conn, tasks[gone], a, "english", "accept", translation=tasks[gone].data["draft"])
+    old = say(conn, tasks[again], a, "english", "reject", comment="wrong sense: the sports bat")
     _builder("review", "pull")
     assert {keep, gone} <= set(verified(ws, "es")) and set(rejected_items(ws, "es")) == {again}
 
@@ -155,14 +136,14 @@ def test_a_deleted_annotation_stops_counting_and_an_item_asked_again_gets_a_fres
     assert _llm(ws, server, lambda c: repropose(ws, c, registry()["es"], rejected_items(ws, "es"))) == 1
     s = push(ws, conn, "es")
     assert (s.created, s.revised, s.updated) == (1, 1, 0)
-    fresh = _tasks(conn, ws, "translation", "es")[again]
+    fresh = current_tasks(conn, ws, "translation", "es")[again]
     assert fresh.id != tasks[again].id and not fresh.annotations and fresh.data["revision"] == 2
     assert "revision 2" in fresh.data["task"] and "revised" in fresh.predictions[-1].result[0]["value"]["text"][0]
     before = client(conn).tasks.get(id=tasks[again].id)
     assert before.data["superseded_by"] == fresh.id and "superseded" in before.data["task"] and before.is_labeled
     assert [an["id"] for an in before.annotations] == [old.id]
-    assert push(ws, conn, "es").created == 0 and len(_tasks(conn, ws, "translation", "es")) == len(tasks)
-    _say(conn, fresh, a, "english", "accept", translation=fresh.data["draft"])
+    assert push(ws, conn, "es").created == 0 and len(current_tasks(conn, ws, "translation", "es")) == len(tasks)
+    say(conn, fresh, a, "english", "accept", translation=fresh.data["draft"])
     _builder("review", "pull")
     assert "revised" in verified(ws, "es")[again]["text"]
 
@@ -171,17 +152,17 @@ def test_a_push_cut_short_before_closing_the_old_task_loses_no_decision_on_the_n
     ws, conn = maintainer
     _llm(ws, server, lambda c: translate(ws, c, [registry()["fr"]], scope=Scope.parse(ws, "can fly")))
     push(ws, conn, "fr")
-    tasks = _tasks(conn, ws, "translation", "fr")
+    tasks = current_tasks(conn, ws, "translation", "fr")
     item = sorted(tasks)[0]
     a = reviewer_account(conn, "cur-a")
-    _say(conn, tasks[item], a, "english", "reject", comment="wrong sense")
+    say(conn, tasks[item], a, "english", "reject", comment="wrong sense")
     _builder("review", "pull")
     assert _llm(ws, server, lambda c: repropose(ws, c, registry()["fr"], rejected_items(ws, "fr"))) == 1
     # The push imports the new revision's task and dies before it closes the old one: both are open.
     (asked,) = [tk for tk in stage_tasks(ws, "fr", "translation") if tk["data"]["item_id"] == item]
     pid = review_project(ws, "translation", "fr", conn.server).project_id
     (fresh,) = client(conn).projects.import_tasks(id=pid, request=[{"data": asked["data"]}], return_task_ids=True).task_ids
-    _say(conn, client(conn).tasks.get(id=fresh), a, "english", "accept", translation=asked["data"]["draft"])
+    say(conn, client(conn).tasks.get(id=fresh), a, "english", "accept", translation=asked["data"]["draft"])
     _builder("review", "pull")
     word = verified(ws, "fr")[item]  # the decision on revision 2 counts for revision 2, not for the old task's
     assert "revised" in word["text"] and word["proposal_id"] == asked["data"]["proposal_id"]
@@ -194,7 +175,7 @@ def test_a_sentence_pair_fixed_after_verification_is_held_and_adjudicated_a_dele
     n = _llm(ws, server, lambda c: generate(ws, c, [registry(ws)["de"]], scope=Scope.parse(ws, "is used for heating food")))
     assert n.generated["de"] >= 3
     push(ws, conn, "de", stage="sentences")
-    tasks = _tasks(conn, ws, "sentences", "de")
+    tasks = current_tasks(conn, ws, "sentences", "de")
     labels = [tk.data["task"] for tk in tasks.values()]
     assert len(set(labels)) == len(labels) == len(tasks)
     assert _labeling_columns(conn, review_project(ws, "sentences", "de", conn.server).project_id)[0] == "task"
@@ -202,9 +183,9 @@ def test_a_sentence_pair_fixed_after_verification_is_held_and_adjudicated_a_dele
     assert pair in tasks[pair].data["task"] and tasks[pair].data["unacceptable_word"] in tasks[pair].data["task"]
     a, b, adjudicator = (reviewer_account(conn, name) for name in ("cur-a", "cur-b", "adjudicator"))
     drafts = {"acceptable_fixed": tasks[pair].data["draft_acceptable"], "unacceptable_fixed": tasks[pair].data["draft_unacceptable"]}
-    _say(conn, tasks[pair], a, "acceptable", "accept", **drafts)
-    _say(conn, tasks[again], a, "acceptable", "reject", comment="the property reads as a question")
-    deleted = _say(conn, tasks[gone], a, "acceptable", "accept", acceptable_fixed=tasks[gone].data["draft_acceptable"],
+    say(conn, tasks[pair], a, "acceptable", "accept", **drafts)
+    say(conn, tasks[again], a, "acceptable", "reject", comment="the property reads as a question")
+    deleted = say(conn, tasks[gone], a, "acceptable", "accept", acceptable_fixed=tasks[gone].data["draft_acceptable"],
                    unacceptable_fixed=tasks[gone].data["draft_unacceptable"])
     _builder("review", "pull")
     assert sentence_decisions(ws, "de")[pair].reviewer == "cur-a@builder.local" and gone in sentence_decisions(ws, "de")
@@ -212,15 +193,15 @@ def test_a_sentence_pair_fixed_after_verification_is_held_and_adjudicated_a_dele
     assert "1 deleted in Label Studio" in _builder("review", "pull") and gone not in sentence_decisions(ws, "de")
 
     fixed = "Ein Wasserkocher wird zum Erhitzen von Speisen benutzt."
-    _say(conn, tasks[pair], b, "acceptable", "fix", **{**drafts, "unacceptable_fixed": fixed})
+    say(conn, tasks[pair], b, "acceptable", "fix", **{**drafts, "unacceptable_fixed": fixed})
     out = _builder("review", "pull")
     assert "1 new disagreement" in out and pair not in sentence_decisions(ws, "de")  # held out of releases
     assert "created 1" in _follow(out, "disagreement")
-    (adj,) = _tasks(conn, ws, "adjudicate-pairs", "de").values()
-    assert _versions(adj) == {"cur-a@builder.local (accept)": list(drafts.values()),
+    (adj,) = current_tasks(conn, ws, "adjudicate-pairs", "de").values()
+    assert versions(adj) == {"cur-a@builder.local (accept)": list(drafts.values()),
                               "cur-b@builder.local (fix)": [drafts["acceptable_fixed"], fixed]}
     theirs = next(p for p in adj.predictions if p.model_version.startswith("cur-b"))
-    _say(conn, adj, adjudicator, "acceptable", "fix", results=theirs.result)
+    say(conn, adj, adjudicator, "acceptable", "fix", results=theirs.result)
     _builder("review", "pull")
     settled = sentence_decisions(ws, "de")[pair]
     assert (settled.decision, settled.unacceptable, settled.reviewer) == ("fix", fixed, "adjudicator@builder.local (adjudicated)")
@@ -229,7 +210,7 @@ def test_a_sentence_pair_fixed_after_verification_is_held_and_adjudicated_a_dele
     assert _llm(ws, server, lambda c: regenerate(ws, c, registry(ws)["de"], rejected_pairs(ws, "de"))).generated["de"] == 1
     s = push(ws, conn, "de", stage="sentences")
     assert (s.created, s.revised) == (1, 1)
-    fresh = _tasks(conn, ws, "sentences", "de")[again]
+    fresh = current_tasks(conn, ws, "sentences", "de")[again]
     before = client(conn).tasks.get(id=tasks[again].id)
     assert fresh.id != before.id and not fresh.annotations and fresh.data["version"] != before.data["version"]
     assert before.data["superseded_by"] == fresh.id and before.is_labeled and len(before.annotations) == 1

@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -86,6 +87,8 @@ def test_demo_runs_the_whole_loop_on_the_recording_into_a_release(demo_released,
     released = demo_released
     assert released.returncode == 0, released.stderr
     assert "report:" not in released.stdout and not (demo_dir / "eval").exists()  # --no-eval: it stops at the release
+    for task in ("translate ar", "generate ar", "fill de"):  # each LLM stage's progress, as lines in a log
+        assert re.search(rf"^{task}: \d+/\d+ \(100%\) after \d+m\d\ds$", released.stdout, re.M), task
     ws = open_workspace(demo_dir)
     calls = ws.rows(select(t.llm_calls.c.source, t.llm_calls.c.stage))
     assert calls and {c["source"] for c in calls} == {"recording"}
@@ -107,6 +110,9 @@ def test_demo_evaluates_the_release_and_reports_it(demo_done, demo_dir):
     done = demo_done
     assert done.returncode == 0, done.stderr
     assert "re-using it" in done.stdout  # the release the step before published
+    # Output not on a terminal: each evaluation task's progress as lines, the LLM's self-translation's included.
+    shown = re.findall(r"^(\S+?): .*: \d+/\d+ \((\d+)%\) after \d+m\d\ds$", done.stdout, re.M)
+    assert {"direct", "m2c", "selftranslate"} <= {task for task, _ in shown} and ("direct", "100") in shown
     report = demo_dir / "eval" / "0.1.0" / "report.html"
     assert "report:" in done.stdout and "report.html" in done.stdout
     html = report.read_text(encoding="utf-8")

@@ -5,6 +5,7 @@ language what is released and what is not."""
 from __future__ import annotations
 
 import asyncio
+import re
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -203,3 +204,21 @@ def test_a_word_verified_again_after_curators_settled_the_sentences_keeps_those_
     with pytest.raises(ReleaseCheckError) as exc:
         publish(ws, PublishRequest(target=tmp_path / "r", version="0.2.0", langs=["de"]))
     assert f"de {waiting}: unacceptable concept {bus} was re-verified after the sentence was written" in str(exc.value)
+
+
+def test_a_pair_released_outside_the_declared_script_is_held_with_the_command_that_moves_it(hindi, tmp_path):
+    """The script audit's rule, applied by the release check to the pair as released: the LLM's "bus" (Latin) in a
+    Hindi sentence holds the pair back until a curator corrects it, or someone waives it with a reason."""
+    ws, target = hindi, tmp_path / "releases"
+    plane_bus = pair_id(FLY, "airplane", "bus")
+    args = ("publish", "--dry-run", "--exclude-unverified", "--version", "0.1.0", "--to", target, "-w", ws.directory)
+    held = cli(*args)
+    assert held.exit_code == 1 and "[FAILED] pair audits: 1 pair(s) with findings" in held.output
+    assert (f"hi {plane_bus}: the unacceptable sentence: 'bus' (Latin) is not in Devanagari (Deva), the script declared "
+            "for Hindi; a curator corrects the sentences in Label Studio (`builder review push --stage sentences -l hi`, "
+            "then `builder review pull`)") in held.output
+    waive = re.search(r"`(builder releases waive \S+ -l hi) --reason … --by …`", held.output).group(1)
+    waived = cli(*waive.split()[1:], "--reason", "a loanword, written so in Hindi", "--by", "maintainer", "-w", ws.directory)
+    assert waived.exit_code == 0, waived.output
+    ok = cli(*args)
+    assert ok.exit_code == 0 and f"hi {plane_bus}: waived (a loanword, written so in Hindi, by maintainer)" in ok.output

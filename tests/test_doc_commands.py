@@ -28,7 +28,8 @@ from typer.testing import CliRunner
 
 from annotation import server as ls_server
 from builder.cli import app
-from builder.cli.demo import DEMO_VERSION, demo_lexicon
+from builder.demo import DEMO_VERSION
+from builder.demo_recording import demo_lexicon
 from builder.llm.standin import StandinServer
 from builder.paths import data_dir
 from builder.releases.publish import PublishRequest, publish

@@ -65,7 +65,22 @@ def test_endpoint_run_report_and_gates_on_consistency_and_morphological_errors(m
 def test_endpoint_cannot_run_scoring_methods_and_m2c_needs_tests(m2c_release, server, tmp_path):
     res = cli("eval", "run", "--release", str(m2c_release), "--endpoint", server.base_url, "--model", "x",
               "--methods", "direct,meta", "--out", str(tmp_path / "o"))
-    assert res.exit_code == 1 and "direct need scores: a local model, or --score-endpoint" in res.output
+    assert res.exit_code == 1 and ("method direct needs log-probability scores, which an endpoint does not offer: add "
+                                   "--score-endpoint") in res.output
     res = cli("eval", "run", "--release", str(m2c_release), "--endpoint", server.base_url, "--model", "x",
               "--methods", "m2c", "--langs", "ja", "--out", str(tmp_path / "o"))
     assert res.exit_code == 1 and "no M2C tests for ja" in res.output
+
+
+def test_a_method_the_backend_cannot_serve_is_refused_before_the_release_or_a_model_is_loaded(server, tmp_path):
+    missing = tmp_path / "no-release"  # never read: the refusal comes first
+    for flags, refusal in (([], "method direct needs log-probability scores"),
+                           (["--score-endpoint"], "method neuro needs a local model's hidden states")):
+        res = cli("eval", "run", "--release", str(missing), "--endpoint", server.base_url, "--model", "x",
+                  "--methods", "direct,neuro", *flags, "--out", str(tmp_path / "o"))
+        assert res.exit_code == 1 and refusal in res.output and "no-release" not in res.output
+    assert server.stats.calls == 0 and not (tmp_path / "o").exists()
+    # The same release path fails as a release once the methods can run there.
+    res = cli("eval", "run", "--release", str(missing), "--endpoint", server.base_url, "--model", "x",
+              "--methods", "meta", "--out", str(tmp_path / "o"))
+    assert res.exit_code == 1 and "no-release" in res.output

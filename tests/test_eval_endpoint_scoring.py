@@ -92,3 +92,31 @@ def test_llama_cpp_server_needs_the_bos_token_and_then_agrees_with_local_scores(
     print(f"llama.cpp (Q4_1) vs local (dequantized, float32): {len(pairs)} pairs, decision agreement {agree:.3f}, "
           f"per-token |d| mean {delta.mean():.3f} max {delta.max():.3f} nats")
     assert agree >= 0.85 and np.median(delta) < 0.2
+
+
+def test_direct_meta_and_selftranslate_run_on_llama_cpp_with_and_without_score_endpoint(llama_server, release_pairs, tmp_path):
+    """A handful of pairs, English into German: direct scored, meta scored and read, selftranslate reading replies
+    either way (llama.cpp applies its own chat template, so where a reply begins is not known to score it)."""
+    pairs, info = release_pairs
+    ids = sorted(set(pairs.loc[pairs["lang"] == "en", "pair_id"]) & set(pairs.loc[pairs["lang"] == "de", "pair_id"]))[:3]
+    few = pairs[pairs["pair_id"].isin(ids) & pairs["lang"].isin(["en", "de"])].reset_index(drop=True)
+    settings = endpoint(llama_server.base_url, llama_server.model, concurrency=2)
+    with pytest.raises(ValueError, match="^method direct needs log-probability scores, which an endpoint does not offer"):
+        run_evaluation(few, info, None, resolve("direct,meta,selftranslate"), tmp_path / "o", endpoint=settings)
+    scored = run_evaluation(few, info, None, resolve("direct,meta,selftranslate"), tmp_path / "scored",
+                            EvalOptions(bos_policy="<|im_start|>"), endpoint=settings, score_endpoint=True)
+    read = run_evaluation(few, info, None, resolve("meta,selftranslate"), tmp_path / "read", endpoint=settings)
+    assert scored.config.scoring.bos_token == "<|im_start|>" and read.config.scoring is None
+    direct = scored.items[(scored.items["method"] == "direct") & (scored.items["variant"] == "full")]
+    assert len(direct) == len(few) and (direct[["score_acceptable", "score_unacceptable"]].to_numpy() < 0).all()
+    meta = {name: r.items[r.items["method"] == "meta"] for name, r in (("scored", scored), ("read", read))}
+    assert len(meta["scored"]) == len(meta["read"]) == 2 * len(few)
+    assert (meta["scored"]["score_acceptable"] < 0).all() and set(meta["read"]["score_acceptable"]) <= {0.0, 1.0}
+    assert len(read.tables["meta_replies"]) == 2 * len(few) and "meta_replies" not in scored.tables
+    for r in (scored, read):
+        summary = r.tables["selftranslate_summary"]
+        assert set(zip(summary["direction"], summary["condition"])) == {("en-de", c) for c in ("I", "X", "T")}
+        assert (summary["n"] == len(ids)).all()
+        translated = r.tables["selftranslate_translations"]
+        assert len(translated) == len(ids) and translated["acceptable"].str.len().gt(0).all()
+        assert r.tables["selftranslate_items"]["reply"].str.len().gt(1).any()  # replies read, not a scored letter

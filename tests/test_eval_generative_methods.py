@@ -7,20 +7,23 @@ import asyncio
 import numpy as np
 import pandas as pd
 import pytest
+from completions_standin import CompletionsStandin
 from conftest import settings_for
 from generative_fixtures import VERSION, learnt_tests, report_row
 from sqlalchemy import select
 
 from builder.llm.cache import LLMCache
 from builder.llm.client import LLMClient, LLMError, Request
+from builder.llm.config import LLMSettings
 from builder.workspace import schema as t
+from evaluate.answers import normalize
 from evaluate.consistency import ORDER, assemble, decisions
 from evaluate.data import load_release
 from evaluate.methods import EvalOptions, resolve
 from evaluate.models import load_model, random_control
 from evaluate.report import build_report
 from evaluate.run import run_evaluation
-from evaluate.selftranslate import acceptable_first, clean_translation, source_prompts, table1
+from evaluate.selftranslate import LETTERS, acceptable_first, clean_translation, label, source_prompts, table1
 
 NAN = float("nan")
 
@@ -281,8 +284,56 @@ def test_selftranslate_refuses_a_language_the_release_gives_no_name_before_askin
 
 def test_endpoint_refuses_methods_that_need_scores(subset, server, tmp_path):
     pairs, info, _ = subset
-    with pytest.raises(ValueError, match="direct need scores: a local model, or --score-endpoint"):
+    with pytest.raises(ValueError, match="method direct needs log-probability scores, which an endpoint does not offer: "
+                                         "add --score-endpoint"):
         run_evaluation(pairs, info, None, resolve("direct"), tmp_path / "o", endpoint=settings_for(server))
+
+
+def test_every_method_an_endpoint_can_run_runs_there_with_and_without_score_endpoint(subset, taught_toy_dir, tmp_path):
+    """One server that scores (echoed prompt log-probabilities) and replies (chat), serving the taught toy."""
+    pairs, info, m2c = subset
+    taught = load_model(taught_toy_dir, batch_size=16)
+    every = "direct,meta,consistency,selftranslate,m2c"
+    with CompletionsStandin(taught, "taught-toy") as server:
+        settings = LLMSettings(base_url=server.base_url, api_key="test-key", model="taught-toy", concurrency=4,
+                               timeout_s=120.0, max_retries=0)
+        with pytest.raises(ValueError, match="^method direct needs log-probability scores, which an endpoint does not "
+                                             "offer: add --score-endpoint"):
+            run_evaluation(pairs, info, None, resolve(every), tmp_path / "o", m2c=m2c, endpoint=settings)
+        with pytest.raises(ValueError, match="^method neuro needs a local model's hidden states, which an endpoint does "
+                                             "not offer: evaluate a local model$"):
+            run_evaluation(pairs, info, None, resolve("neuro"), tmp_path / "o", endpoint=settings, score_endpoint=True)
+        assert server.requests == 0  # refused before anything was asked
+        scored = run_evaluation(pairs, info, None, resolve(every), tmp_path / "scored", EvalOptions(bos_policy="<s>"),
+                                m2c=m2c, endpoint=settings, score_endpoint=True)
+        read = run_evaluation(pairs, info, None, resolve("meta,consistency,selftranslate,m2c"), tmp_path / "read",
+                              m2c=m2c, endpoint=settings)
+        replies = dict(server.replies)
+    assert scored.config.methods == ["direct", "meta", "consistency", "selftranslate", "m2c"] and scored.config.scoring
+    assert read.config.methods == ["meta", "consistency", "selftranslate", "m2c"] and read.config.scoring is None
+    # Scored through the endpoint, direct and meta are the local model's scores; read, meta's are the replies' 1 and 0.
+    local = run_evaluation(pairs, info, taught, resolve("direct,meta"), tmp_path / "local", EvalOptions(bos_policy="bos"))
+    both = local.items.merge(scored.items, on=["method", "variant", "lang", "pair_id"], suffixes=("_local", "_remote"))
+    assert len(both) == len(local.items) == len(scored.items) > 0
+    assert np.nanmax(np.abs(both["score_acceptable_local"] - both["score_acceptable_remote"])) < 1e-3
+    assert (both["correct_local"] == both["correct_remote"]).all()
+    assert set(read.items["score_acceptable"]) <= {0.0, 1.0} and len(read.tables["meta_replies"]) == 2 * len(pairs)
+    # consistency compares direct's decisions, and meta's in both orders, only where the endpoint scores
+    variants = {v: {s.variant for s in r.scores if s.method == "consistency"} for v, r in (("scored", scored), ("read", read))}
+    assert {"direct/full", "order_agreement", "run_to_run"} <= variants["scored"]
+    assert not {"direct/full", "order_agreement"} & variants["read"] and "run_to_run" in variants["read"]
+    # selftranslate and m2c read the server's replies, with or without --score-endpoint: the same items
+    for table in ("selftranslate_items", "selftranslate_translations", "m2c_items"):
+        pd.testing.assert_frame_equal(scored.tables[table], read.tables[table])
+    st = scored.tables["selftranslate_items"]
+    assert set(st["condition"]) == {"original", "I", "X", "T"} and set(st["reply"]) <= set(replies.values())
+    asked_in = [s if c in ("original", "X") else t for s, t, c in zip(st["source"], st["target"], st["condition"])]
+    assert list(st["decision"]) == [label(pid, normalize(r, LETTERS, lang)) for pid, r, lang in
+                                    zip(st["pair_id"], st["reply"], asked_in)]
+    learnt = set(learnt_tests(m2c)["test_id"])
+    items = scored.tables["m2c_items"]
+    zero = items[(items["variant"] == "zero_shot") & items["test_id"].isin(learnt)]
+    assert len(zero) and zero["correct"].all() and set(items["reply"]) <= set(replies.values())
 
 
 def test_local_toy_runs_every_method_and_beats_its_untrained_control(subset, taught_toy_dir, tmp_path):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 
 import numpy as np
@@ -11,17 +12,23 @@ import torch
 from eval_fixtures import first_mention_model
 
 from builder.languages import registry
+from builder.llm.config import LLMSettings
+from evaluate.backends import EndpointGenerator, TransformersGenerator
 from evaluate.direct import Direct
+from evaluate.endpoint_scoring import EndpointScorer
 from evaluate.meta import Meta, prompts
 from evaluate.methods import ALL, Context, EvalOptions
+from evaluate.methods import registry as methods
 from evaluate.models import random_control
 from evaluate.neuro import extract_hidden, probe_sets
+from evaluate.protocols import LOCAL, HiddenStates, ReplyFormat, TextGenerator, TextScorer, offered
 from evaluate.results import read_results
 from evaluate.scoring import Scorer
 
 
 def context(loaded, tmp_path, **options) -> Context:
-    return Context(loaded, Scorer(loaded), registry(), EvalOptions(**options), tmp_path / "work")
+    scorer = Scorer(loaded)
+    return Context(registry(), EvalOptions(**options), tmp_path / "work", scorer=scorer, hidden=scorer)
 
 
 def overall(scores, method, variant):
@@ -160,3 +167,34 @@ def test_item_rows_cover_every_pair_variant_and_method(evaluated, release_pairs)
     assert sorted(per_method["neuro"]) == ["control", "probe"]
     assert len(items) == len(pairs) * (8 + 2 + 2)
     assert items.groupby(["method", "variant"])["pair_id"].nunique().min() == pairs["pair_id"].nunique()
+
+
+def implements(obj, protocol) -> bool:
+    """Whether `obj` has every member `protocol` declares, methods with the same parameters. Looked up statically,
+    so that no property runs (an endpoint scorer's `setup` probes its server)."""
+    for name in [n for n in vars(protocol) if not n.startswith("_")] + list(protocol.__annotations__):
+        try:
+            inspect.getattr_static(obj, name)
+        except AttributeError:
+            return False
+        want = vars(protocol).get(name)
+        if inspect.isfunction(want):
+            got = inspect.getattr_static(type(obj), name)
+            if list(inspect.signature(got).parameters) != list(inspect.signature(want).parameters):
+                return False
+    return True
+
+
+def test_each_backend_implements_what_it_is_said_to_offer_and_only_a_local_model_offers_the_local_ones(toy, tmp_path):
+    settings = LLMSettings(base_url="http://127.0.0.1:9/v1", api_key="k", model="m")
+    local = (Scorer(toy), TransformersGenerator(toy))
+    endpoint = (EndpointScorer(settings), EndpointGenerator(settings, tmp_path / "cache.sqlite"))
+    protocols = (TextScorer, TextGenerator, HiddenStates, ReplyFormat)
+    got = {p: [implements(b, p) for b in local + endpoint] for p in protocols}
+    assert got == {TextScorer: [True, False, True, False], TextGenerator: [False, True, False, True],
+                   HiddenStates: [True, False, False, False], ReplyFormat: [False, True, False, False]}
+    assert set(offered(local=True)) == set(LOCAL) == set(protocols)
+    assert set(offered(local=False)) == {TextGenerator} and set(offered(local=False, score_endpoint=True)) == {TextScorer, TextGenerator}
+    needs = {name: m.needs for name, m in methods().items()}
+    assert needs == {"direct": (TextScorer,), "meta": (TextGenerator,), "neuro": (HiddenStates,),
+                     "consistency": (TextGenerator,), "selftranslate": (TextGenerator,), "m2c": (TextGenerator,)}

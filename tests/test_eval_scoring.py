@@ -10,6 +10,7 @@ import pytest
 import torch
 from tokenizers import processors
 
+from builder.errors import InputError
 from evaluate.direct import VARIANTS, ScoredTexts, after_concept, pair_scores
 from evaluate.models import Capabilities, choose_batch_size, choose_device, choose_dtype, load_model, weights_sha256
 from evaluate.scoring import PROBE_TOKENS, Scorer, TokenScores, pack, resolve_bos
@@ -315,7 +316,7 @@ def test_model_info_names_the_weights_and_bad_folders_are_clear_errors(toy, toy_
     weights.write_bytes(weights.read_bytes()[:-1] + b"\0")
     assert weights_sha256(changed) != toy.info.weights_sha256
     (tmp_path / "empty").mkdir()
-    with pytest.raises(FileNotFoundError, match="no config.json"):
+    with pytest.raises(InputError, match="no config.json"):
         load_model(tmp_path / "empty")
 
 

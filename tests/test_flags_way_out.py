@@ -7,6 +7,7 @@ import shlex
 from datetime import datetime, timedelta, timezone
 
 import pytest
+from curating import follow, step, steps
 from sqlalchemy import func, select
 from test_m2c_workspace import _templates
 from typer.testing import CliRunner
@@ -37,26 +38,6 @@ def cli(sample_ws, server):
 
     run.here = ("-w", str(sample_ws.directory))
     return run
-
-
-def steps(output: str) -> list[tuple[str, str]]:
-    """The printed next steps: (what, command)."""
-    lines = output.split("what to do next:\n", 1)[1].splitlines() if "what to do next:" in output else []
-    return [(what.strip(), cmd.strip()) for what, cmd in zip(lines[::2], lines[1::2], strict=False) if cmd.startswith("    builder ")]
-
-
-def step(output: str, what: str) -> str:
-    """The command of the one printed step whose description has `what`."""
-    found = [cmd for w, cmd in steps(output) if what in w]
-    assert len(found) == 1, (what, steps(output))
-    return found[0]
-
-
-def follow(cli, output: str, what: str, **files) -> str:
-    """Run the command of a printed step as printed (with FILE placeholders replaced by `files`)."""
-    args = shlex.split(step(output, what))
-    assert args[0] == "builder"
-    return cli(*(str(files.get(a, a)) for a in args[1:]))
 
 
 def flags(ws) -> dict[tuple[str, str, str], int]:

@@ -17,9 +17,9 @@ from sqlalchemy import select
 from annotation import server as ls_server
 from annotation.configs import CONFIGS
 from annotation.instructions import STAGES, instructions
-from annotation.review import client, ensure_project, pull, push
+from annotation.review import client, ensure_project, pull, push, title
 from builder import reviews
-from builder.languages import registry
+from builder.languages import declare, registry
 from builder.llm.cache import LLMCache
 from builder.llm.client import LLMClient
 from builder.paths import sample_dir
@@ -261,3 +261,22 @@ def test_every_project_carries_its_instructions_and_gets_them_back_in_place(samp
     project = ls.projects.get(id=pid)
     assert project.show_instruction and "Decision" in project.label_config and "<b>Check</b>" in project.expert_instruction
     assert [a.result[0]["value"]["choices"] for a in ls.annotations.list(id=task)] == [["accept"]]
+
+
+def test_a_language_whose_names_hold_markup_reaches_every_screen_and_title_as_written(sample_ws, ls_dir):
+    """Every value in a labeling config is escaped: a name with & " < > makes no screen invalid, and Label Studio
+    gives back the heading, the title and the instructions with the name as written."""
+    ws, conn = sample_ws, ls_server.connect(ls_dir)
+    name = 'Serbo-Croatian & "Bosnian" <sh>'
+    declare(ws, code="sh", name=name, native_name='srpskohrvatski <&> "bosanski"', typology="inflectional",
+            family="Indo-European", script="Latn")
+    lang = registry(ws)["sh"]
+    ls = client(conn)
+    for stage in CONFIGS:
+        project = ls.projects.get(id=ensure_project(ws, ls, conn, stage, "sh"))
+        heading = ET.fromstring(project.label_config).find("Header").get("value")
+        assert f"{name} (sh)" in heading, heading
+        assert project.label_config == CONFIGS[stage](lang)
+        assert project.title == title(stage, lang) and project.title.startswith(f"[{stage}:sh] {name}"[:50])
+        assert project.expert_instruction == instructions(stage, lang)
+        assert "Serbo-Croatian &amp; &quot;Bosnian&quot; &lt;sh&gt;" in project.expert_instruction

@@ -11,6 +11,7 @@ import asyncio
 import math
 import time
 
+import pytest
 from sqlalchemy import select
 
 from builder.generate import generate
@@ -60,6 +61,7 @@ def test_with_no_model_set_the_client_asks_the_one_llama_cpp_serves(ws, llama_se
     assert client.stats.notices == [f"model {llama_server.model}: the one model {llama_server.base_url} serves (its /models)"]
 
 
+@pytest.mark.timeout(2400)  # a 135M model on two busy cores: minutes, never near this
 def test_translation_and_generation_against_llama_cpp(sample_ws, llama_server):
     ws = sample_ws
     scope = Scope.parse(ws, PROPS)

@@ -15,6 +15,8 @@ from evaluate.models import load_model
 from evaluate.parity import compare, ensure_environment, lm_eval_sentence_scores, run_references
 from evaluate.scoring import Scorer
 
+# SmolLM2's setup runs three scorers (ours, lm-eval, minicons): minutes on two idle cores, past ten on busy ones.
+pytestmark = pytest.mark.timeout(1800)
 BATCH = 16
 SMOL_DOCS = 40  # per language: a fifth of the release keeps SmolLM2's three runs to minutes on two cores
 

@@ -39,7 +39,7 @@ from builder.llm.client import LLMClient
 from builder.records import Language
 from builder.reviews import SentenceReview, judge_decisions, latest_proposals, sentence_decisions
 from builder.runner import Progress
-from builder.scripts import outside_script
+from builder.scripts import outside_script, pair_outside_script
 from builder.seeds import record_similarities
 from builder.selection import Scope, verified
 from builder.workspace import schema as t
@@ -161,11 +161,8 @@ def _script(ws: Workspace, lang: Language, items: Collection[str], sentences: di
     current = {i: ("verified word", words[i]) for i in items if i in words} | {i: ("proposal", w) for i, w in proposed.items()}
     found = {i: f"the {what} {why}" for i, (what, text) in current.items() if (why := outside_script(text, lang))}
     for pid, sp in sentences.items():
-        why = {role: outside_script(sp[role], lang) for role in ("acceptable", "unacceptable")}
-        if why["acceptable"] and why["acceptable"] == why["unacceptable"]:
-            found[pid] = f"both sentences: {why['acceptable']}"
-        elif problems := [f"the {role} sentence: {w}" for role, w in why.items() if w]:
-            found[pid] = "; ".join(problems)
+        if why := pair_outside_script(sp["acceptable"], sp["unacceptable"], lang):
+            found[pid] = why
     _settle(ws, "script", lang.code, [*current, *sentences], found, summary)
 
 

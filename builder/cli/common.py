@@ -11,9 +11,11 @@ from typing import NoReturn
 import typer
 from rich.console import Console, ConsoleDimensions
 from rich.rule import Rule
+from typer.core import TyperGroup
 
 from builder import languages as languages_mod
 from builder.audits.run import script_audit
+from builder.errors import BuilderError
 from builder.flags import RUNS
 from builder.llm.config import LLMSettings
 from builder.next_steps import Step
@@ -78,23 +80,34 @@ def fail(exc: Exception | str) -> NoReturn:
     raise typer.Exit(1)
 
 
+class Commands(TyperGroup):
+    """The command line's one error handler: a `BuilderError` (what a user can fix) ends as one red line and exit 1
+    (`fail`); any other exception is a bug and goes on to typer, which shows its traceback, as it does for every
+    error under `--debug`."""
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except BuilderError as exc:
+            if ctx.params.get("debug"):
+                raise
+            fail(exc)
+
+
+DebugOpt = typer.Option(False, "--debug", help="Show the traceback of every error, not only of a bug")
+
+
 def workspace_dir(workspace: Path | None) -> Path:
     return Path(workspace or default_dir())
 
 
 def open_ws(workspace: Path | None) -> Workspace:
-    try:
-        return open_workspace(workspace_dir(workspace))
-    except Exception as exc:  # noqa: BLE001 - a missing or foreign workspace is one clear line
-        fail(exc)
+    return open_workspace(workspace_dir(workspace))
 
 
 def langs(ws: Workspace, spec: str, exclude: tuple[str, ...] = ()) -> list[Language]:
     reg = languages_mod.registry(ws)
-    try:
-        return [reg[c] for c in languages_mod.resolve(spec, reg, exclude=exclude)]
-    except languages_mod.UnknownLanguageError as exc:
-        fail(exc)
+    return [reg[c] for c in languages_mod.resolve(spec, reg, exclude=exclude)]
 
 
 def codes(spec: str | None) -> list[str] | None:
@@ -126,12 +139,9 @@ def llm_settings(**chosen) -> LLMSettings:
 
 
 def llm_stage(ws: Workspace, name: str, properties: str | None, settings: LLMSettings, work) -> StageRun:
-    """Run an LLM stage over the chosen scope (`work(client, progress, scope)`); any failure is one clear line."""
-    try:
-        scope = Scope.parse(ws, properties)
-        return run_stage(ws, settings, name, lambda c, p: work(c, p, scope), err)
-    except Exception as exc:  # noqa: BLE001 - endpoint, cache and scope errors alike end as one line
-        fail(exc)
+    """Run an LLM stage over the chosen scope (`work(client, progress, scope)`)."""
+    scope = Scope.parse(ws, properties)
+    return run_stage(ws, settings, name, lambda c, p: work(c, p, scope), err)
 
 
 def show_steps(ws: Workspace, steps: list[Step]) -> None:

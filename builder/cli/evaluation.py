@@ -10,6 +10,7 @@ import os
 from pathlib import Path
 
 import typer
+from pydantic import ValidationError
 from rich.table import Table
 
 from builder.cli.common import WorkspaceOpt, codes, err, fail, out, workspace_dir
@@ -61,7 +62,7 @@ def run(
     from evaluate.data import load_release
     from evaluate.methods import EvalOptions, resolve
     from evaluate.models import load_model
-    from evaluate.run import run_evaluation
+    from evaluate.run import check_needs, run_evaluation
 
     store = workspace_dir(workspace) / "releases" if release is None else None
     if store is not None:
@@ -71,26 +72,27 @@ def run(
     elif out_dir is None:
         fail("--out is needed with --release: the folder the results go to (with the workspace's releases it defaults "
              "to <workspace>/eval/<version>/<model>)")
+    chosen = resolve(methods)
+    check_needs(chosen, local=not endpoint, score_endpoint=score_endpoint)  # before the release or a model is loaded
     try:
-        chosen = resolve(methods)
         options = EvalOptions(bos_policy=bos, probe_pooling=probe_pooling, probe_groups=probe_groups, probe_jobs=probe_jobs,
                               prompt_variant=prompt_variant,
                               translate_directions=tuple(d.strip() for d in (translate_directions or "").split(",") if d.strip()))
-        data = load_release(release or store, version, codes(langs), m2c=any(m.name == "m2c" for m in chosen))
-        if out_dir is None:
-            out_dir = store.parent / "eval" / data.dataset.version / _results_name(model)
-        if endpoint:
-            if not model:
-                raise ValueError("--endpoint needs --model: the served model's name")
-            loaded, settings = None, LLMSettings(base_url=endpoint, api_key=os.environ.get("OPENAI_API_KEY") or "not-needed",
-                                                 model=model, concurrency=concurrency)
-            where = f"endpoint {settings.endpoint} (concurrency {concurrency})"
-        else:
-            loaded, settings = load_model(model, device=device, dtype=dtype, batch_size=batch_size, revision=revision,
-                                          log=lambda message: err.print(message, highlight=False)), None
-            where = f"{loaded.info.device} ({loaded.info.dtype}, batch {loaded.info.batch_size})"
-    except Exception as exc:  # noqa: BLE001 - every bad input ends as one clear line
+    except ValidationError as exc:  # the options as given on this command line
         fail(exc)
+    data = load_release(release or store, version, codes(langs), m2c=any(m.name == "m2c" for m in chosen))
+    if out_dir is None:
+        out_dir = store.parent / "eval" / data.dataset.version / _results_name(model)
+    if endpoint:
+        if not model:
+            fail("--endpoint needs --model: the served model's name")
+        loaded, settings = None, LLMSettings(base_url=endpoint, api_key=os.environ.get("OPENAI_API_KEY") or "not-needed",
+                                             model=model, concurrency=concurrency)
+        where = f"endpoint {settings.endpoint} (concurrency {concurrency})"
+    else:
+        loaded, settings = load_model(model, device=device, dtype=dtype, batch_size=batch_size, revision=revision,
+                                      log=lambda message: err.print(message, highlight=False)), None
+        where = f"{loaded.info.device} ({loaded.info.dtype}, batch {loaded.info.batch_size})"
     info = data.dataset
     err.print(f"{len(data.pairs)} pairs{f' and {len(data.m2c)} M2C tests' if data.m2c is not None else ''} in "
               f"{', '.join(info.configs)} from {info.source} {info.version}; model {loaded.info.name if loaded else model} "
@@ -98,11 +100,8 @@ def run(
     if info.languages_note:
         err.print(f"[yellow]{info.languages_note}[/yellow]", highlight=False)
     with progress(err) as show:
-        try:
-            results = run_evaluation(data.pairs, info, loaded, chosen, out_dir, options, show, m2c=data.m2c,
-                                     endpoint=settings, score_endpoint=score_endpoint)
-        except Exception as exc:  # noqa: BLE001 - any failure ends as one clear line (fail)
-            fail(exc)
+        results = run_evaluation(data.pairs, info, loaded, chosen, out_dir, options, show, m2c=data.m2c,
+                                 endpoint=settings, score_endpoint=score_endpoint)
     _print_headline(results)
     if report:
         _report(out_dir)
@@ -150,10 +149,7 @@ def report_cmd(
                                         "same release run with --prompt-variant corrected"),
 ) -> None:
     """Write report.md, report.html and plots/ for a results folder (with --compare, a section setting it beside another)."""
-    try:
-        _report(directory, compare)
-    except Exception as exc:  # noqa: BLE001 - any failure ends as one clear line (fail)
-        fail(exc)
+    _report(directory, compare)
 
 
 @eval_app.command("gate")
@@ -166,11 +162,8 @@ def gate_cmd(
     from evaluate.gates import check, load_rules, verdict
     from evaluate.results import read_results
 
-    try:
-        rules = load_rules(gates)
-        checks = check(read_results(directory), rules, read_results(previous) if previous else None)
-    except Exception as exc:  # noqa: BLE001 - any failure ends as one clear line (fail)
-        fail(exc)
+    rules = load_rules(gates)
+    checks = check(read_results(directory), rules, read_results(previous) if previous else None)
     table = Table(title=f"release gates for {directory}")
     for col in ("method", "variant", "lang", "negative type", "value", "bounds", "previous", "regression", "max drop", "status"):
         table.add_column(col, justify="right" if col in ("value", "previous", "regression", "max drop") else "left")

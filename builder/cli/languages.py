@@ -9,7 +9,7 @@ import typer
 from rich.table import Table
 
 from builder import languages as languages_mod
-from builder.cli.common import JsonOpt, WorkspaceOpt, fail, open_ws, out, workspace_dir
+from builder.cli.common import JsonOpt, WorkspaceOpt, open_ws, out, workspace_dir
 from builder.workspace.store import WorkspaceError, open_workspace
 
 language_app = typer.Typer(help="Languages: list the declared ones, declare a new one.", no_args_is_help=True)
@@ -59,14 +59,11 @@ def language_add(
     """Declare a new language (code checked against ISO 639, script against ISO 15924); every stage then accepts
     its code. An existing code is refused unless `--update`, which prints what changes, field by field."""
     ws = open_ws(workspace)
-    try:
-        done = languages_mod.declare(
-            ws, update=update, where=lambda f: OPTIONS.get(f, f), code=code, name=name, native_name=native_name,
-            typology=typology, family=family, script=script, direction=None if rtl is None else "rtl" if rtl else "ltr",
-            spaced=None if no_spaces is None else not no_spaces, meta_prompt=meta_prompt, generation_notes=notes,
-        )
-    except ValueError as exc:  # a field that does not hold, a code already declared or built in
-        fail(exc)
+    done = languages_mod.declare(
+        ws, update=update, where=lambda f: OPTIONS.get(f, f), code=code, name=name, native_name=native_name,
+        typology=typology, family=family, script=script, direction=None if rtl is None else "rtl" if rtl else "ltr",
+        spaced=None if no_spaces is None else not no_spaces, meta_prompt=meta_prompt, generation_notes=notes,
+    )
     lang = done.language
     if done.new:
         out.print(f"declared {lang.code} ({lang.name}, {lang.typology}, {lang.family}, {lang.script})", markup=False)

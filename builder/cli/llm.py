@@ -9,8 +9,8 @@ from pathlib import Path
 
 import typer
 
-from builder.cli.common import WorkspaceOpt, err, fail, open_ws, out
-from builder.llm.cache import LLMCache, LLMCacheError
+from builder.cli.common import WorkspaceOpt, err, open_ws, out
+from builder.llm.cache import LLMCache
 from builder.llm.recording import export_recording
 from builder.paths import sample_dir
 
@@ -25,10 +25,7 @@ def export_recording_cmd(
     workspace: Path | None = WorkspaceOpt,
 ) -> None:
     """Write the cached replies of the workspace (or of evaluation caches) as a recording that can be replayed offline."""
-    try:
-        caches = [LLMCache.open(p) for p in cache] if cache else [LLMCache.of_workspace(open_ws(workspace))]
-    except LLMCacheError as exc:
-        fail(exc)
+    caches = [LLMCache.open(p) for p in cache] if cache else [LLMCache.of_workspace(open_ws(workspace))]
     try:
         n = export_recording(path, *caches)
     finally:
@@ -42,7 +39,7 @@ def record_demo_cmd(
     path: Path = typer.Option(None, help="Where to write [default: the sample's demo/recording.jsonl]"),
 ) -> None:
     """Re-record the bundled demo replies from the sample's answer files (maintainers)."""
-    from builder.cli.demo import record_demo
+    from builder.demo_recording import record_demo
 
     target = path or sample_dir() / "demo" / "recording.jsonl"
     n = record_demo(target, err)

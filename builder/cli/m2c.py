@@ -21,10 +21,9 @@ from builder.cli.common import (
 )
 from builder.languages import registry
 from builder.llm.config import LLMSettings
-from builder.m2c.errors import TemplateError
 from builder.m2c.fills import needs, propose_forms, stand_in_resolver
 from builder.m2c.language import available
-from builder.m2c.lexicon import LexiconImportError, import_unimorph, list_forms, verify_fills
+from builder.m2c.lexicon import import_unimorph, list_forms, verify_fills
 from builder.m2c.render import render_tests
 from builder.m2c.template_files import load_file, template_files
 from builder.next_steps import stage_steps
@@ -54,10 +53,7 @@ def import_unimorph_cmd(
 ) -> None:
     """Import a UniMorph inflection table; a bad line fails the whole file (file:line:field), nothing written."""
     ws = open_ws(workspace)
-    try:
-        s = import_unimorph(ws, path, lang, verified=not needs_review, strict=strict)
-    except LexiconImportError as exc:
-        fail(exc)
+    s = import_unimorph(ws, path, lang, verified=not needs_review, strict=strict)
     out.print(f"{path}: {s.lines} line(s), {s.new} new form(s), {s.existing} already there, "
               f"{s.variants} variant(s) of a bundle already given (kept the first)", markup=False)
     for what, counts in (("mapped", s.mapped), ("kept as the file's own features", s.kept), ("ignored", s.ignored)):
@@ -84,10 +80,7 @@ def verify_cmd(
             fail(f"--form {f!r}: write BUNDLE=FORM")
         fixes[bundle] = value
     decision = "reject" if reject else "fix" if fixes else "accept"
-    try:
-        s = verify_fills(ws, _m2c_langs(lang)[0], lemma, reviewer=reviewer, decision=decision, forms=fixes, comment=comment)
-    except Exception as exc:  # noqa: BLE001 - unknown bundles and bad decisions alike
-        fail(exc)
+    s = verify_fills(ws, _m2c_langs(lang)[0], lemma, reviewer=reviewer, decision=decision, forms=fixes, comment=comment)
     out.print(f"{lemma}: verified {s.verified}, corrected {s.corrected}, rejected {s.rejected}, already verified {s.already}")
 
 
@@ -113,11 +106,8 @@ def check_cmd(lang: str = typer.Option("all", "--lang", "-l"), templates: Path |
     if every lemma had its forms)."""
     for code in _m2c_langs(lang):
         for path in template_files(code, templates):
-            try:
-                for tt in load_file(path, resolve=stand_in_resolver, lang=code):
-                    out.print(f"{tt.template_id}: {len(tt.template)} fills, renders {min(tt.n, len(tt.template))}")
-            except TemplateError as exc:
-                fail(exc)
+            for tt in load_file(path, resolve=stand_in_resolver, lang=code):
+                out.print(f"{tt.template_id}: {len(tt.template)} fills, renders {min(tt.n, len(tt.template))}")
 
 
 @templates_app.command("fill")
@@ -134,19 +124,13 @@ def fill_cmd(
     reason); curators then verify them."""
     ws = open_ws(workspace)
     for code in _m2c_langs(lang):
-        try:
-            todo = needs(ws, code, templates)
-        except Exception as exc:  # noqa: BLE001 - template and language-data errors alike
-            fail(exc)
+        todo = needs(ws, code, templates)
         if not todo:
             out.print(f"{code}: every lexicon form the templates need is in the lexicon")
             continue
         record = registry(ws)[code]
-        try:
-            run = run_stage(ws, llm, "fill", lambda c, p, todo=todo, record=record: propose_forms(
-                ws, c, record, todo, reask_flagged=reask_flagged), err)
-        except Exception as exc:  # noqa: BLE001 - endpoint and cache errors alike
-            fail(exc)
+        run = run_stage(ws, llm, "fill", lambda c, p, todo=todo, record=record: propose_forms(
+            ws, c, record, todo, reask_flagged=reask_flagged, progress=p), err)
         report_stage(run, f"{code}: proposed {run.result.proposed} form(s) for {run.result.lemmas} lemma(s)"
                      + (f"; flagged {', '.join(run.result.flagged)}" if run.result.flagged else ""))
         show_steps(ws, stage_steps(ws, "fill", [code], ("--templates", str(templates)) if templates else ()))
@@ -164,10 +148,7 @@ def render_cmd(
     """Render the templates into the workspace's m2c_tests (verified lexicon forms only, by default)."""
     ws = open_ws(workspace)
     for code in _m2c_langs(lang):
-        try:
-            s = render_tests(ws, code, root=templates, seed=seed, n=n, include_unverified=include_unverified)
-        except TemplateError as exc:
-            fail(exc)
+        s = render_tests(ws, code, root=templates, seed=seed, n=n, include_unverified=include_unverified)
         out.print(f"{code}: {s.templates} template(s), {s.tests} test(s) ({s.new} new, {s.removed} removed, "
                   f"{s.unverified} unverified)")
         for path, why in s.waiting_files.items():

@@ -45,15 +45,12 @@ def publish(
     """Publish reviewed data as a new immutable version (checks first; nothing is written if they fail)."""
     if bump not in (None, "major", "minor", "patch"):
         fail(f"--bump must be major, minor or patch, not {bump!r}")
-    try:
-        ws = open_ws(workspace)
-        req = PublishRequest(target=to or default_target(ws), version=version, bump=bump, hub=hub, dry_run=dry_run,
-                             require_complete=require_complete, exclude_unverified=exclude_unverified,
-                             langs=codes(lang), notes=message,
-                             pretty_name=name or DEFAULT_NAME, license=license or DEFAULT_LICENSE)
-        result = publish_release(ws, req)
-    except Exception as exc:  # noqa: BLE001 - every failure is one clear message and exit 1
-        fail(exc)
+    ws = open_ws(workspace)
+    req = PublishRequest(target=to or default_target(ws), version=version, bump=bump, hub=hub, dry_run=dry_run,
+                         require_complete=require_complete, exclude_unverified=exclude_unverified,
+                         langs=codes(lang), notes=message,
+                         pretty_name=name or DEFAULT_NAME, license=license or DEFAULT_LICENSE)
+    result = publish_release(ws, req)
     out.print(result.report.render(), highlight=False, markup=False)
     rows = ", ".join(f"{c} {n}" for c, n in result.counts.items())
     change = "; ".join(f"{c}: +{d['added']} -{d['removed']} ~{d['changed']}" for c, d in result.changes.items())
@@ -75,11 +72,8 @@ def publish(
 def list_cmd(source: str | None = SourceOpt, workspace: Path | None = WorkspaceOpt,
              as_json: bool = typer.Option(False, "--json")) -> None:
     """Published versions, newest first, with their time, parent and row counts."""
-    try:
-        src = open_source(_source(source, workspace))
-        entries = [src.manifest(v) for v in reversed(src.versions())]
-    except Exception as exc:  # noqa: BLE001 - any failure ends as one clear line (fail)
-        fail(exc)
+    src = open_source(_source(source, workspace))
+    entries = [src.manifest(v) for v in reversed(src.versions())]
     if as_json:
         print(json.dumps([{k: m[k] for k in ("version", "parent", "created_at", "counts", "code_version")} for m in entries],
                          ensure_ascii=False, indent=1))
@@ -97,10 +91,7 @@ def diff_cmd(a: str, b: str, source: str | None = SourceOpt, workspace: Path | N
              lang: str | None = typer.Option(None, "--lang", "-l", help="Only these configs, comma-separated"),
              as_json: bool = typer.Option(False, "--json")) -> None:
     """Item by item, per language: what version B added, removed and changed since A (before → after)."""
-    try:
-        d = diff(_source(source, workspace), a, b, configs=codes(lang))
-    except Exception as exc:  # noqa: BLE001 - any failure ends as one clear line (fail)
-        fail(exc)
+    d = diff(_source(source, workspace), a, b, configs=codes(lang))
     if as_json:
         print(d.model_dump_json(indent=1))
     else:
@@ -112,10 +103,7 @@ def verify_cmd(version: str | None = typer.Argument(None, help="One version [def
                source: Path | None = typer.Option(None, "--from", help="Release store [default: <workspace>/releases]"),
                workspace: Path | None = WorkspaceOpt) -> None:
     """Check every file against the sha256 in its version's release.json."""
-    try:
-        report = verify(source or _source(None, workspace), version)
-    except Exception as exc:  # noqa: BLE001 - any failure ends as one clear line (fail)
-        fail(exc)
+    report = verify(source or _source(None, workspace), version)
     if not report.ok:
         for p in report.problems:
             err.print(p, highlight=False, markup=False)
@@ -128,10 +116,7 @@ def export_lm_eval_cmd(version: str, out_dir: Path | None = typer.Option(None, "
                        prefix: str = typer.Option("xcomps", help="Task name prefix"),
                        source: str | None = SourceOpt, workspace: Path | None = WorkspaceOpt) -> None:
     """Write lm-evaluation-harness task files: one multiple-choice task per language, and a group."""
-    try:
-        paths = export_lm_eval(_source(source, workspace), version, out_dir or Path(f"lm-eval-{version}"), prefix=prefix)
-    except Exception as exc:  # noqa: BLE001 - any failure ends as one clear line (fail)
-        fail(exc)
+    paths = export_lm_eval(_source(source, workspace), version, out_dir or Path(f"lm-eval-{version}"), prefix=prefix)
     out.print(f"wrote {len(paths)} task file(s) to {paths[0].parent}; run with "
               f"`lm_eval --include_path {paths[0].parent} --tasks {prefix} …`", highlight=False)
 
@@ -142,20 +127,14 @@ def waive_cmd(item: str, lang: str = typer.Option(..., "--lang", "-l"), reason: 
               m2c: bool = typer.Option(False, "--m2c", help="ITEM is an M2C test id (default: a pair id)"),
               workspace: Path | None = WorkspaceOpt) -> None:
     """Let an unverified item be released, with the reason recorded (shown as review_status 'waived')."""
-    try:
-        waive(open_ws(workspace), "m2c" if m2c else "pair", item, lang, reason=reason, by=by)
-    except Exception as exc:  # noqa: BLE001 - any failure ends as one clear line (fail)
-        fail(exc)
+    waive(open_ws(workspace), "m2c" if m2c else "pair", item, lang, reason=reason, by=by)
     out.print(f"waived {item} in {lang}")
 
 
 @releases_app.command("waivers")
 def waivers_cmd(workspace: Path | None = WorkspaceOpt) -> None:
     """The recorded waivers."""
-    try:
-        rows = list_waivers(open_ws(workspace))
-    except Exception as exc:  # noqa: BLE001 - any failure ends as one clear line (fail)
-        fail(exc)
+    rows = list_waivers(open_ws(workspace))
     table = Table()
     for col in ("lang", "kind", "item", "reason", "by", "when"):
         table.add_column(col)

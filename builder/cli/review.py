@@ -49,10 +49,7 @@ def review_serve(
     from annotation.server import serve
 
     ws = open_ws(workspace)
-    try:
-        conn = serve(ws.directory, host=host, port=port, allow_remote=allow_remote, log=err.print)
-    except Exception as exc:  # noqa: BLE001 - install, port and start-up failures alike
-        fail(exc)
+    conn = serve(ws.directory, host=host, port=port, allow_remote=allow_remote, log=err.print)
     out.print(f"Label Studio is up at {conn.url} (user admin@builder.local; password and token in "
               f"{ws.directory / 'label-studio'}, mode 0600)")
     if show_token:
@@ -85,11 +82,8 @@ def review_push(
 
     ws = open_ws(workspace)
     for lg in langs(ws, lang):
-        try:
-            s = push(ws, connect(ws.directory, log=err.print), lg.code, stage=stage, limit=limit, overlap=overlap,
-                     overlap_share=overlap_share)
-        except Exception as exc:  # noqa: BLE001 - server and stage errors alike
-            fail(exc)
+        s = push(ws, connect(ws.directory, log=err.print), lg.code, stage=stage, limit=limit, overlap=overlap,
+                 overlap_share=overlap_share)
         removed = f", duplicates removed {s.duplicates_removed}" if s.duplicates_removed else ""
         out.print(f"{stage} {lg.code}: created {s.created}" + (f" ({s.revised} for items asked again; their old tasks are "
                                                                 "closed, with their annotations)" if s.revised else "")
@@ -103,10 +97,7 @@ def review_pull(workspace: Path | None = WorkspaceOpt) -> None:
     from annotation.server import connect
 
     ws = open_ws(workspace)
-    try:
-        s = pull(ws, connect(ws.directory, log=err.print))
-    except Exception as exc:  # noqa: BLE001 - server errors end as one line
-        fail(exc)
+    s = pull(ws, connect(ws.directory, log=err.print))
     out.print(f"annotations: {s.new} new, {s.updated} updated, {s.unchanged} unchanged, {s.deleted} deleted in Label Studio "
               f"(no longer counted); decisions {s.by_decision}; newly verified {s.verified}")
     if s.withdrawn:

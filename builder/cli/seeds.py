@@ -6,8 +6,8 @@ from pathlib import Path
 
 import typer
 
-from builder.cli.common import WorkspaceOpt, fail, open_ws, out
-from builder.seeds import SeedImportError, import_seeds
+from builder.cli.common import WorkspaceOpt, open_ws, out
+from builder.seeds import import_seeds
 
 seeds_app = typer.Typer(help="Seed data: COMPS pairs, concept categories, expert seed translations.", no_args_is_help=True)
 
@@ -16,9 +16,6 @@ seeds_app = typer.Typer(help="Seed data: COMPS pairs, concept categories, expert
 def seeds_import(paths: list[Path], workspace: Path | None = WorkspaceOpt) -> None:
     """Import COMPS JSONL, concept categories and expert seed translations (files or folders)."""
     ws = open_ws(workspace)
-    try:
-        s = import_seeds(ws, *paths)
-    except SeedImportError as exc:
-        fail(exc)
+    s = import_seeds(ws, *paths)
     out.print(f"imported {s.files} file(s): {s.concepts} new concepts, {s.properties} new properties, "
               f"{s.pairs} new pairs, {s.seed_translations} new seed translations")

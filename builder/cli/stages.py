@@ -22,7 +22,6 @@ from builder.cli.common import (
     ReaskOpt,
     WorkspaceOpt,
     codes,
-    fail,
     flag_scripts,
     langs,
     llm_options,
@@ -39,7 +38,7 @@ from builder.reviews import accept as accept_proposals
 from builder.status import flagged_items, llm_usage
 from builder.status import status as compute_status
 from builder.translate import translate as translate_stage
-from builder.workspace.store import WorkspaceError, default_dir, init_workspace
+from builder.workspace.store import default_dir, init_workspace
 
 
 def init(
@@ -50,10 +49,7 @@ def init(
         "another folder given the same URL shares the workspace [default: the folder's own SQLite file]"),
 ) -> None:
     """Create a workspace (idempotent)."""
-    try:
-        ws = init_workspace(directory or default_dir(), database_url=database_url)
-    except WorkspaceError as exc:
-        fail(exc)
+    ws = init_workspace(directory or default_dir(), database_url=database_url)
     out.print(f"workspace ready at {ws.directory} (database {ws.engine.url.render_as_string()})")
 
 
@@ -173,10 +169,7 @@ def accept(
     """Mark proposals verified without Label Studio (recorded as this reviewer's decision)."""
     ws = open_ws(workspace)
     for lg in langs(ws, lang):
-        try:
-            s = accept_proposals(ws, lg.code, reviewer=reviewer, item_ids=item, include_ambiguous=include_ambiguous)
-        except ValueError as exc:
-            fail(exc)
+        s = accept_proposals(ws, lg.code, reviewer=reviewer, item_ids=item, include_ambiguous=include_ambiguous)
         out.print(f"{lg.code}: accepted {s.accepted}, left ambiguous {s.skipped_ambiguous}, already verified {s.already_verified}")
 
 
@@ -235,9 +228,21 @@ def demo(
                                   "without it goes on from there"),
 ) -> None:
     """The main job on the bundled sample: seeds, translation, review, sentences, M2C, release, evaluation, report."""
-    from builder.cli.demo import run_demo
+    from builder.demo import DEMO_VERSION, run_demo
 
-    try:
-        run_demo(workspace, out, auto_review=auto_review, model=model, evaluate=evaluate)
-    except Exception as exc:  # noqa: BLE001 - any stage's failure ends as one line
-        fail(exc)
+    result = run_demo(workspace, out, auto_review=auto_review, model=model, evaluate=evaluate)
+    if not result.finished:
+        return
+    where = result.workspace
+    out.rule("[bold]done")
+    out.print(f"workspace:    {where / 'workspace.sqlite'}")
+    out.print(f"label studio: {result.label_studio} (builder review stop -w {where} stops it)")
+    out.print(f"release:      {result.release} (version {DEMO_VERSION})")
+    if result.report:
+        out.print(f"results:      {result.results}")
+        out.print(f"report:       {result.report}")
+    if result.llm_report:
+        out.print(f"LLM results:  {result.llm_results}")
+        out.print(f"LLM report:   {result.llm_report}")
+    if result.report:
+        out.print(f"gates:        {'passed' if result.gates_passed else 'FAILED'}")

@@ -23,15 +23,25 @@ from typing import Any
 from sqlalchemy import Engine, func, select
 from sqlalchemy.exc import DatabaseError
 
+from builder.errors import BuilderError
 from builder.records import LLMCall
 from builder.workspace import schema as t
 from builder.workspace import store
-from builder.workspace.store import Workspace, WorkspaceError, add_missing_columns, as_dicts, engine_for, now, upsert_ignore, upsert_replace
+from builder.workspace.store import (
+    Workspace,
+    WorkspaceError,
+    add_missing_columns,
+    as_dicts,
+    engine_for,
+    now,
+    upsert_ignore,
+    upsert_replace,
+)
 
 TABLES = (t.llm_calls, t.llm_cache, t.llm_endpoints, t.batches, t.llm_claims)
 
 
-class LLMCacheError(RuntimeError):
+class LLMCacheError(BuilderError):
     """A cache file that cannot be opened as one."""
 
 

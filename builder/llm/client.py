@@ -35,6 +35,7 @@ import httpx2
 import openai
 from pydantic import BaseModel, ValidationError
 
+from builder.errors import BuilderError
 from builder.llm import endpoint
 from builder.llm.cache import LLMCache, Worker
 from builder.llm.config import RECORDED_AS, LLMSettings
@@ -85,7 +86,7 @@ DROPPED = ("missing", "wrong id")  # what a reply that lost track of a long list
 log = logging.getLogger(__name__)
 
 
-class LLMError(RuntimeError):
+class LLMError(BuilderError):
     """A request failed for good (retries exhausted, or a non-retryable error)."""
 
 

@@ -21,13 +21,14 @@ from pathlib import Path
 from builder.child_env import child_env
 from builder.default_model import gguf_path
 from builder.environments import ToolEnvironment
+from builder.errors import BuilderError
 
 LLAMA_CPP = ToolEnvironment("llama-cpp-python")
 
 __all__ = ["LLAMA_CPP", "LlamaServer", "LlamaServerError", "ensure_installed"]
 
 
-class LlamaServerError(RuntimeError):
+class LlamaServerError(BuilderError):
     pass
 
 

@@ -14,17 +14,19 @@ set-ups that only set `OPENAI_API_KEY` keep working. Nowhere else is a name assu
 
 from __future__ import annotations
 
+import re
 from urllib.parse import urlsplit
 
 import openai
 
+from builder.errors import BuilderError
 from builder.llm.endpoint import DEFAULT_URL, key_refused, unreachable
 
 HOSTED_DEFAULTS = {"api.openai.com": "gpt-4o-2024-08-06"}  # host -> the model asked for when none is set
 MAX_LISTED = 20  # models a refusal names
 
 
-class NoModel(RuntimeError):
+class NoModel(BuilderError):
     """No model is set and the endpoint does not serve exactly one (the message says which it serves)."""
 
 
@@ -50,3 +52,9 @@ async def served_model(sdk: openai.AsyncOpenAI, url: str) -> str:
     listed = ", ".join(ids[:MAX_LISTED]) + (f" and {len(ids) - MAX_LISTED} more" if len(ids) > MAX_LISTED else "")
     serves = f"serves {len(ids)} models ({listed})" if ids else "lists no model at /models"
     raise NoModel(f"no model is set and the LLM endpoint {url} {serves}: set BUILDER_LLM_MODEL or --model to the one to use")
+
+
+def model_label(model: str) -> str:
+    """A model's name as people read it (the dataset card, Label Studio): llama.cpp's `/v1/models` names the GGUF
+    file it serves by its path, which says where the maintainer keeps it, not which model it is; its file name does."""
+    return re.split(r"[\\/]", model)[-1] if model.lower().endswith(".gguf") else model

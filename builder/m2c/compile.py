@@ -256,7 +256,8 @@ class _Compiler:
         if root not in self.pools:
             known = ", ".join(sorted(self.pools)) or "none"
             rules = ", ".join(sorted(self.lang.rules)) or "none"
-            raise self.err(f"unknown placeholder {name!r} (placeholders: {known}; rules of {self.lang.name}: {rules})", where)
+            raise self.err(f"unknown placeholder {name!r} (placeholders: {known}; rules of {self.lang.name}: {rules})"
+                           f"{self.lang.reference_note(name)}", where)
         self.vars[name] = _VarDraft(name, self.pools[root])
         return self.vars[name]
 
@@ -264,7 +265,7 @@ class _Compiler:
         if dim not in var.slots:
             d = self.lang.dims.by_name.get(dim)
             if d is None:
-                raise self.err(f"{dim!r} is not a dimension of {self.lang.name}", where)
+                raise self.err(f"{dim!r} is not a dimension of {self.lang.name}{self.lang.reference_note(dim)}", where)
             if dim not in var.pool.dims:
                 raise self.err(f"placeholder {var.name} has no {dim} (its values never mention it)", where)
             if not d.sampleable:
@@ -277,7 +278,7 @@ class _Compiler:
     def dim_of(self, label: str, where: Where) -> str:
         dim = self.lang.dims.of_feature.get(label)
         if dim is None:
-            raise self.err(f"unknown feature {label!r} in {self.lang.name}", where)
+            raise self.err(f"unknown feature {label!r} in {self.lang.name}{self.lang.reference_note(label)}", where)
         return dim
 
     def conditions(self, var_name: str, feats: tuple[str, ...], where: Where) -> tuple[tuple[int, str], ...]:
@@ -319,10 +320,12 @@ class _Compiler:
                     for dim in dims:
                         d = self.lang.dims.by_name.get(dim)
                         if d is None:
-                            raise self.err(f"{dim!r} is not a dimension of {self.lang.name}", where)
+                            raise self.err(f"{dim!r} is not a dimension of {self.lang.name}{self.lang.reference_note(dim)}",
+                                           where)
                         if d.computed and not d.sampleable:
                             if not allow_computed:
-                                raise self.err(f"{owner}: {dim} is computed from words; only rules can agree on it", where)
+                                raise self.err(f"{owner}: {dim} is computed from words; only rules can agree on it"
+                                               f"{self.lang.reference_note(dim)}", where)
                             if dim not in target_dims:
                                 raise self.err(f"{owner} has no {dim}", where)
                             words.append((var_name, dim))

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from builder.errors import BuilderError
+
 
 @dataclass(frozen=True)
 class Where:
@@ -19,7 +21,7 @@ class Where:
         return f"{head} ({self.field})" if self.field else head
 
 
-class TemplateError(ValueError):
+class TemplateError(BuilderError, ValueError):
     """A template that cannot be rendered correctly; `where` is the key's position when known."""
 
     def __init__(self, message: str, where: Where | None = None, template: str | None = None) -> None:
@@ -31,5 +33,5 @@ class TemplateError(ValueError):
         super().__init__(f"{prefix}{name}{message}")
 
 
-class LanguageDataError(ValueError):
+class LanguageDataError(BuilderError, ValueError):
     """A language file in data/m2c/languages that is inconsistent."""

@@ -11,6 +11,7 @@ with the reason (`builder.flags.Retries`), until it waits for a person.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -25,6 +26,7 @@ from builder.m2c.nodes import Lexeme
 from builder.m2c.template_files import LexiconRef, load_file, template_files
 from builder.prompts import load
 from builder.records import Language as LanguageRecord
+from builder.runner import Progress
 from builder.workspace.store import Workspace
 
 
@@ -109,20 +111,28 @@ def request_for(lang: LanguageRecord, chunk: list[Need]) -> Request:
 
 
 async def propose_forms(ws: Workspace, client: LLMClient, lang: LanguageRecord, todo: list[Need], *,
-                        reask_flagged: bool = False) -> FillSummary:
+                        reask_flagged: bool = False, progress: Progress | None = None) -> FillSummary:
     """Ask for the missing forms, `client.items_per_request` lemmas at a time; store each valid lemma at once. Flagged
     lemmas are asked again with their reason until they wait for a person (or, with `reask_flagged`, even then)."""
     flagged = retries(ws, "fill", lang.code, everything=reask_flagged)
     todo = [n for n in todo if flagged.asks(n.id)]
     summary = FillSummary(lemmas=len(todo))
     language = load_language(lang.code)
-    await client.in_chunks(todo, lambda chunk: _propose_chunk(ws, client, lang, language, chunk, summary, flagged),
+    stored = {"lemmas": 0}
+
+    def done(lemmas: int) -> None:
+        stored["lemmas"] += lemmas
+        if progress:
+            progress(lang.code, stored["lemmas"], len(todo))
+
+    done(0)
+    await client.in_chunks(todo, lambda chunk: _propose_chunk(ws, client, lang, language, chunk, summary, flagged, done),
                            item_id=lambda need: need.id)
     return summary
 
 
 async def _propose_chunk(ws: Workspace, client: LLMClient, lang: LanguageRecord, language, chunk: list[Need],
-                         summary: FillSummary, flagged: Retries) -> ItemsOutcome:
+                         summary: FillSummary, flagged: Retries, done: Callable[[int], None]) -> ItemsOutcome:
     wanted = {n.id: n for n in chunk}
 
     def store(good: dict[str, dict[str, str]], call_id: str) -> None:
@@ -131,6 +141,7 @@ async def _propose_chunk(ws: Workspace, client: LLMClient, lang: LanguageRecord,
                 summary.proposed += store_proposed_forms(conn, wanted[item_id].lang, wanted[item_id].lemma, forms, call_id)
                 summary.flagged.pop(wanted[item_id].lemma, None)  # dropped, then asked in a smaller chunk
             clear_flags(conn, "fill", lang.code, good)
+        done(len(good))
 
     outcome = await client.ask_items(request_for(lang, chunk), InflectionBatch, wanted, store,
                                      check=per_item(lambda item: _check(language, wanted[item.id], item)),

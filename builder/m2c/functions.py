@@ -13,10 +13,11 @@ import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from builder.errors import BuilderError
 from builder.m2c.language import MISSING, Language
 
 
-class FunctionError(ValueError):
+class FunctionError(BuilderError, ValueError):
     """A function could not compute its value for a fill."""
 
 

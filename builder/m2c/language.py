@@ -271,6 +271,9 @@ def _folded(words: Any) -> frozenset[str]:
     return frozenset(unicodedata.normalize("NFC", str(w)).casefold() for w in words or [])
 
 
+INLINE_RULE_NAME = re.compile(r"exp_\d+")
+
+
 @dataclass
 class Language:
     """Everything the engine knows about one language (or a bare set of custom dimensions)."""
@@ -288,7 +291,17 @@ class Language:
     spaced: bool = True  # words separated by spaces (number words are matched as whole words)
     day_parts: frozenset[str] = frozenset()  # words that end a time of day and name its part (asubuhi, usiku)
     replies: Replies = field(default_factory=Replies)
+    reference: dict[str, str] = field(default_factory=dict)  # a name of M2C's reference templates -> how to write it here
     _number_words: dict[str, int] | None = field(default=None, repr=False)
+
+    def reference_note(self, name: str) -> str:
+        """How a template ported from M2C's reference writes `name` here, for an error about it ('' if unknown)."""
+        if note := self.reference.get(name):
+            return f" (M2C's reference writes {name}; here: {note})"
+        if INLINE_RULE_NAME.fullmatch(name):
+            return (f" ({name} is M2C's reference's name for an inline rule; here: a rule's STARTSWITH is computed from "
+                    "the word after it, so `<exp_0.STARTSWITH>` is left out; agree with the inline rule's placeholder instead)")
+        return ""
 
     def postprocess(self, text: str) -> str:
         return self.post(text) if self.post else " ".join(text.split())
@@ -420,4 +433,15 @@ def parse_language(raw: dict) -> Language:
         post=PostProcess.build(raw.get("postprocess") or {}), numbers=numbers, clock=clock,
         unimorph_ignore=frozenset(unimorph.get("ignore", [])), unimorph_map=dict(unimorph.get("map", {})),
         spaced=raw.get("spaced", True), day_parts=frozenset(raw.get("day_parts") or []), replies=_replies(raw.get("replies")),
+        reference=_reference(raw.get("reference")),
     )
+
+
+def _reference(raw: Any) -> dict[str, str]:
+    """`reference:` says how this file writes the names (rules, dimensions, features) that M2C's reference
+    templates use and it does not have, so that an error about a ported template says how to write it here."""
+    if not raw:
+        return {}
+    if not isinstance(raw, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in raw.items()):
+        raise LanguageDataError("reference: give a mapping of a reference name to how it is written here (both strings)")
+    return {k: " ".join(v.split()) for k, v in raw.items()}

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from sqlalchemy import Connection, select
 
+from builder.errors import BuilderError, InputError
 from builder.flags import clear_flags
 from builder.languages import registry
 from builder.m2c.errors import LanguageDataError, TemplateError
@@ -33,7 +34,7 @@ class NoLexemes(TemplateError):
     """A lexicon reference none of whose lemmas has every bundle it needs (yet)."""
 
 
-class LexiconImportError(ValueError):
+class LexiconImportError(BuilderError, ValueError):
     """A UniMorph file that cannot be imported; names the file, line and field. Nothing was written."""
 
 
@@ -174,7 +175,7 @@ def verify_fills(ws: Workspace, lang_code: str, lemma: str, *, reviewer: str, de
     """A curator's decision on a lemma's proposed forms: accept them, fix some (`forms`: bundle -> form,
     the rest accepted), or reject them all. One transaction; the LLM's draft stays in `proposed_form`."""
     if decision not in ("accept", "fix", "reject"):
-        raise ValueError(f"decision must be accept, fix or reject, not {decision!r}")
+        raise InputError(f"decision must be accept, fix or reject, not {decision!r}")
     lang = load_language(lang_code)
     fixes = {canonical(lang, b): f.strip() for b, f in (forms or {}).items()}
     stmt = select(t.lexicon_forms).where(t.lexicon_forms.c.lang == lang.code, t.lexicon_forms.c.lemma == lemma)
@@ -183,7 +184,7 @@ def verify_fills(ws: Workspace, lang_code: str, lemma: str, *, reviewer: str, de
     rows = {r["features"]: r for r in ws.rows(stmt)}
     summary = VerifySummary(unknown=sorted(set(fixes) - set(rows)))
     if summary.unknown:
-        raise ValueError(f"{lang.code} {lemma}: no proposed form for {', '.join(summary.unknown)}")
+        raise InputError(f"{lang.code} {lemma}: no proposed form for {', '.join(summary.unknown)}")
     ts = now()
     with ws.transaction() as conn:
         for bundle, row in rows.items():
@@ -195,7 +196,7 @@ def verify_fills(ws: Workspace, lang_code: str, lemma: str, *, reviewer: str, de
                 summary.rejected += 1
             elif bundle in fixes and fixes[bundle] != row["form"]:
                 if not fixes[bundle]:
-                    raise ValueError(f"{lang.code} {lemma} {bundle}: the corrected form is empty")
+                    raise InputError(f"{lang.code} {lemma} {bundle}: the corrected form is empty")
                 values = dict(status="verified", form=fixes[bundle], proposed_form=row["proposed_form"] or row["form"],
                               reviewer=reviewer, comment=comment, verified_at=ts)
                 summary.corrected += 1

@@ -140,7 +140,11 @@ def missing_form(use: RuleUse, feats: dict[str, str], lang: Language, template: 
     rule = use.rule
     bundle = ".".join(feats[d] for d in rule.dims if d in feats)
     open_ = [d for d in rule.dims if d not in feats]
-    more = f" (and {', '.join(open_)} is not given)" if open_ else ""
+    more = ""
+    if open_:
+        first = lang.dims.by_name[open_[0]]
+        more = (f" (and {', '.join(open_)} is not given: fix it in the key or agree on it, e.g. "
+                f".{first.features[0]} or <x.{first.name}>)")
     return TemplateError(f"rule {rule.name} of {lang.name} has no form for {bundle}{more} in {{{use.raw}}}",
                          use.where, template)
 

@@ -11,6 +11,8 @@ import hashlib
 import re
 from collections.abc import Iterable
 
+from builder.errors import InputError
+
 _LINE = re.compile(r"^\s*(\S+)\s+(.+?)\s*$")
 
 __all__ = ["draft", "parse_forms", "version"]
@@ -34,6 +36,6 @@ def parse_forms(text: str) -> dict[str, str]:
             continue
         m = _LINE.match(line)
         if not m:
-            raise ValueError(f"line {no} {line!r}: write the bundle, a tab, then the form")
+            raise InputError(f"line {no} {line!r}: write the bundle, a tab, then the form")
         out[m.group(1)] = m.group(2)
     return out

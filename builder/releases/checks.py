@@ -3,7 +3,8 @@
 Checks: every released item verified by a curator or waived with a reason (sentences a curator left that
 are no minimal pair wait as unverified items do, with the reason); minimal-pair integrity; the pair audits,
 by the audits' own rules on each pair as it would be released (each concept named once, in its own
-sentence), and every open flag of the occurrence audit and of the LLM judge, unless the pair is waived
+sentence; both sentences in the language's declared script), and every open flag of the occurrence and
+script audits and of the LLM judge, unless the pair is waived
 (negative types that the concept similarities contradict are counted, not failed); no duplicate ids (or
 duplicate items under two ids); ids stable against the previous release; and per-language coverage: the
 rows each config releases, and the pairs each language lacks with why and the command that gets them in.
@@ -20,8 +21,11 @@ import pyarrow as pa
 from pydantic import BaseModel
 
 from builder.audits import occurrence
+from builder.errors import BuilderError
+from builder.records import Language
 from builder.releases.features import M2C_PREFIX
 from builder.releases.rows import FIX_IN_LABEL_STUDIO, ConfigRows
+from builder.scripts import pair_outside_script
 
 SHOWN = 20  # problems listed per check in the rendered report
 
@@ -70,7 +74,7 @@ class CheckReport(BaseModel):
         return "\n".join(lines)
 
 
-class ReleaseCheckError(RuntimeError):
+class ReleaseCheckError(BuilderError):
     def __init__(self, report: CheckReport) -> None:
         self.report = report
         super().__init__(f"release checks failed ({', '.join(report.failed())}); nothing was written\n{report.render()}")
@@ -167,7 +171,7 @@ def _integrity(configs: dict[str, ConfigRows]) -> CheckResult:
 class AuditFlags:
     """What the pair audits' release check reads beside the rows (`builder.flags`, waivers, language declarations)."""
 
-    scripts: dict[str, tuple[bool, str]] = field(default_factory=dict)  # lang -> (words spaced, script)
+    languages: dict[str, Language] = field(default_factory=dict)  # code -> its declaration (script, spacing)
     open: dict[tuple[str, str], dict[str, str]] = field(default_factory=dict)  # (pair id, lang) -> audit stage -> reason
     similarity: dict[str, str] = field(default_factory=dict)  # pair id -> open similarity flag
     waived: dict[tuple[str, str], str] = field(default_factory=dict)  # (pair id, lang) -> the waiver's reason and who
@@ -175,7 +179,11 @@ class AuditFlags:
 
 # The audits whose open flags hold a pair back, and what clears each flag.
 BLOCKING = {"occurrence": "the pair as released no longer shows it: run `builder audit -l {lang}` to clear the flag",
+            "script": "the pair as released no longer shows it: run `builder audit -l {lang}` to clear the flag",
             "judge": "a curator decides the verdict (`builder review push --stage judge -l {lang}`)"}
+# What to do about a pair whose released sentences are not in the language's script.
+OUTSIDE_SCRIPT = ("a curator corrects the sentences in Label Studio (`builder review push --stage sentences -l {lang}`, "
+                  "then `builder review pull`)")
 WAIVE = "or waive the pair (`builder releases waive {pid} -l {lang} --reason … --by …`)"
 
 
@@ -188,7 +196,8 @@ def _audits(configs: dict[str, ConfigRows], flags: AuditFlags) -> CheckResult:
         if c.is_m2c:
             continue
         col = c.columns
-        spaced, script = flags.scripts.get(c.lang, (True, "Latn"))
+        lang = flags.languages.get(c.lang)
+        spaced, script = (lang.spaced, lang.script) if lang else (True, "Latn")
         rows = zip(c.ids(), col["acceptable_sentence"], col["unacceptable_sentence"], col["acceptable_concept"],
                    col["unacceptable_concept"], c.concept_spans, c.concept_forms)
         for pid, sa, su, wa, wu, (a0, a1, u0, u1), (fa, fu) in rows:
@@ -198,8 +207,12 @@ def _audits(configs: dict[str, ConfigRows], flags: AuditFlags) -> CheckResult:
             found = [] if None in (a0, a1, u0, u1) else occurrence.problems(
                 occurrence.Side(sa, (a0, a1), occurrence.names(wa, fa)),
                 occurrence.Side(su, (u0, u1), occurrence.names(wu, fu)), spaced=spaced, script=script)
+            recomputed = {"occurrence": bool(found)}
+            if lang and (outside := pair_outside_script(sa, su, lang)):
+                found.append(f"{outside}; {OUTSIDE_SCRIPT.format(lang=c.lang)}")
+                recomputed["script"] = True
             for stage, why in flags.open.get(key, {}).items():
-                if stage == "occurrence" and found:
+                if recomputed.get(stage):
                     continue  # the same finding, made again on the released sentences
                 found.append(f"{why} (an open {stage} flag); {BLOCKING[stage].format(lang=c.lang)}")
             if not found:
@@ -209,8 +222,8 @@ def _audits(configs: dict[str, ConfigRows], flags: AuditFlags) -> CheckResult:
             else:
                 problems.append(f"{c.config} {pid}: {'; '.join(found)}; {WAIVE.format(pid=pid, lang=c.lang)}")
     summary = (f"{len(problems)} pair(s) with findings: fix them, settle the flags as each says, or waive them"
-               if problems else "each concept named once, in its own sentence; no open flag of the occurrence audit "
-               "or the LLM judge")
+               if problems else "each concept named once, in its own sentence and script; no open flag of the occurrence "
+               "or script audit or the LLM judge")
     if waived:
         summary += f"; {len(waived)} finding(s) waived: " + "; ".join(waived[:SHOWN]) + ("; …" if len(waived) > SHOWN else "")
     if similar:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
 
+from builder.errors import BuilderError
 from builder.languages import builtin_languages
 from builder.records import Language
 from builder.releases.features import M2C_PREFIX
@@ -17,7 +18,7 @@ from builder.releases.features import M2C_PREFIX
 MANIFEST_FIELD = "languages"
 
 
-class UndeclaredLanguageError(ValueError):
+class UndeclaredLanguageError(BuilderError, ValueError):
     pass
 
 

@@ -10,13 +10,14 @@ import re
 import tempfile
 from pathlib import Path
 
+from builder.errors import BuilderError
 from builder.releases import versions as V
 from builder.releases.store import ReleaseStore
 
 _REPO_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+", re.ASCII)  # fullmatch: no trailing newline
 
 
-class HubError(RuntimeError):
+class HubError(BuilderError):
     pass
 
 

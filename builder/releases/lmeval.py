@@ -20,6 +20,7 @@ from pathlib import Path
 
 import yaml
 
+from builder.errors import InputError
 from builder.releases import versions as V
 from builder.releases.features import is_m2c
 from builder.releases.reading import HubSource, LocalSource, open_source
@@ -71,7 +72,7 @@ def export_lm_eval(source, version: str, out: Path, *, prefix: str = "xcomps") -
     man = src.manifest(v)
     langs = [c for c in man["configs"] if not is_m2c(c)]
     if not langs:
-        raise ValueError(f"version {v} has no minimal-pair configs")
+        raise InputError(f"version {v} has no minimal-pair configs")
     out = Path(out).absolute()
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))

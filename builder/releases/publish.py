@@ -12,6 +12,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
+from builder.errors import BuilderError
 from builder.flags import list_flags
 from builder.languages import registry
 from builder.releases import hub as hub_mod
@@ -32,7 +33,7 @@ DEFAULT_NAME = "XCOMPS"
 DRY_RUN_BUMP: V.Bump = "patch"  # a dry run given no version checks as the next patch would be: the checks need no number
 
 
-class ReleaseError(RuntimeError):
+class ReleaseError(BuilderError):
     pass
 
 
@@ -80,7 +81,7 @@ def audit_flags(ws: Workspace) -> AuditFlags:
             flags.setdefault((f.item_id, f.lang), {})[f.stage] = f.reason
         elif f.stage == "similarity":
             similarity[f.item_id] = f.reason
-    return AuditFlags(scripts={code: (lang.spaced, lang.script) for code, lang in reg.items()}, open=flags,
+    return AuditFlags(languages=reg, open=flags,
                       similarity=similarity,
                       waived={(w["item_id"], w["lang"]): f"{w['reason']}, by {w['waived_by']}"
                               for w in list_waivers(ws) if w["kind"] == "pair"})

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from operator import itemgetter
 
 import pyarrow as pa
@@ -28,6 +27,7 @@ from sqlalchemy import func, select
 from builder.audits.curated import settled
 from builder.audits.occurrence import occurrences
 from builder.languages import SOURCE_LANGUAGE, registry
+from builder.llm.served import model_label
 from builder.records import NEGATIVE_TYPES
 from builder.releases.features import M2C_FEATURES, M2C_PREFIX, PAIR_FEATURES
 from builder.releases.waivers import waivers
@@ -320,7 +320,7 @@ def models_used(ws: Workspace, configs: dict[str, ConfigRows]) -> list[dict]:
     for r in word_calls:
         if r["llm_call_id"] in calls:
             counts[calls[r["llm_call_id"]]] += 1
-    by_model: dict[str, dict[str, int]] = defaultdict(dict)
+    by_model: dict[str, Counter] = defaultdict(Counter)
     for (model, stage), n in counts.items():
-        by_model[model][stage] = n
+        by_model[model_label(model)][stage] += n
     return [{"model": m, "calls": dict(sorted(s.items()))} for m, s in sorted(by_model.items())]

@@ -29,6 +29,7 @@ from pathlib import Path
 from filelock import FileLock
 
 from builder.child_env import child_env
+from builder.errors import BuilderError
 from builder.files import write_text
 from builder.releases import versions as V
 
@@ -38,7 +39,7 @@ PUBLISH_LOCK = "builder-publish.lock"  # in .git: held by the publisher (fileloc
 CHECKED_OUT = "builder-checkout"  # in .git: the commit the working tree was last brought to, whole; empty meanwhile
 
 
-class StoreError(RuntimeError):
+class StoreError(BuilderError):
     """The release store is missing, damaged, or git failed."""
 
 

@@ -5,11 +5,13 @@ from __future__ import annotations
 import re
 from typing import Literal
 
+from builder.errors import BuilderError
+
 Bump = Literal["major", "minor", "patch"]
 _SEMVER = re.compile(r"(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)")  # whole strings only (fullmatch): ASCII digits, no newline
 
 
-class VersionError(ValueError):
+class VersionError(BuilderError, ValueError):
     """A version string that is malformed, already published, or not newer than the latest."""
 
 

@@ -6,6 +6,7 @@ from typing import Literal
 
 from sqlalchemy import select
 
+from builder.errors import InputError
 from builder.workspace import schema as t
 from builder.workspace.store import Workspace, now, upsert_replace
 
@@ -20,9 +21,9 @@ def waivers(ws: Workspace) -> dict[tuple[str, str, str], str]:
 def waive(ws: Workspace, kind: WaiverKind, item_id: str, lang: str, *, reason: str, by: str) -> None:
     """Record (or replace) a waiver; the item must exist and the reason and name must be given."""
     if not reason.strip():
-        raise ValueError("a waiver needs a reason (--reason)")
+        raise InputError("a waiver needs a reason (--reason)")
     if not by.strip():
-        raise ValueError("a waiver needs the name of who waives it (--by)")
+        raise InputError("a waiver needs the name of who waives it (--by)")
     if kind == "pair":
         sp = t.sentence_pairs
         found = ws.rows(select(sp.c.pair_id).where(sp.c.pair_id == item_id, sp.c.lang == lang))
@@ -30,7 +31,7 @@ def waive(ws: Workspace, kind: WaiverKind, item_id: str, lang: str, *, reason: s
         m = t.m2c_tests
         found = ws.rows(select(m.c.test_id).where(m.c.test_id == item_id, m.c.lang == lang))
     if not found:
-        raise ValueError(f"no {'sentence pair' if kind == 'pair' else 'M2C test'} {item_id} in {lang}")
+        raise InputError(f"no {'sentence pair' if kind == 'pair' else 'M2C test'} {item_id} in {lang}")
     with ws.transaction() as conn:  # one upsert: two maintainers waiving the item at once both succeed, the last stays
         upsert_replace(conn, t.release_waivers, [dict(kind=kind, item_id=item_id, lang=lang, reason=reason.strip(),
                                                       waived_by=by.strip(), created_at=now())])

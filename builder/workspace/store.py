@@ -29,6 +29,7 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, OperationalError
 
+from builder.errors import BuilderError
 from builder.files import write_text
 from builder.workspace import schema as t
 
@@ -38,7 +39,7 @@ SERVER_FILE = "workspace.json"  # {"database_url": …}: the folder's database i
 DRIVER = "postgresql+psycopg"
 
 
-class WorkspaceError(RuntimeError):
+class WorkspaceError(BuilderError):
     """The workspace is missing, of an unknown schema version, or otherwise unusable."""
 
 

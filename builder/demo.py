@@ -5,13 +5,12 @@ M2C fills, their review and rendering → release 0.1.0 → evaluation of SmolLM
 model, installed with the project) with every method → gates → report. `model="toy"` evaluates a toy
 trained on the spot instead, for fast runs; a toy cannot translate, so self-translation is then the LLM's.
 Every step resumes: a second run re-uses the workspace, the LLM cache, the release and the results.
-Without `auto_review` it stops at the first review and says how to continue.
+Without `auto_review` it stops at the first review and says how to continue. Each step reports to the console it is
+given, every stage's progress included (bars on a terminal, a line per tenth of each task in a log: `builder.progress`).
 """
 
 from __future__ import annotations
 
-import json
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,26 +18,23 @@ from rich.console import Console
 
 from annotation.autoreview import accept_open_tasks
 from annotation.review import pull, push, stage_tasks
-from annotation.server import serve, stop
+from annotation.server import serve
 from builder import languages as languages_mod
 from builder.audits import audit
-from builder.generate import english_sentence, generate
-from builder.llm.cache import LLMCache
-from builder.llm.config import RECORDED_AS, LLMSettings
-from builder.llm.recording import export_recording
-from builder.llm.standin import Lexicon, StandinServer
+from builder.generate import generate
+from builder.llm.config import LLMSettings
 from builder.m2c.fills import needs, propose_forms
 from builder.m2c.render import render_tests
 from builder.paths import sample_dir
+from builder.progress import Show, progress
 from builder.releases.publish import PublishRequest, default_target, publish
 from builder.releases.store import ReleaseStore
 from builder.runner import run_stage, with_model
 from builder.seeds import import_seeds
 from builder.selection import Scope
 from builder.translate import translate
-from builder.workspace.store import Workspace, init_workspace, open_workspace
-from evaluate.backends import CACHE_FILE
-from evaluate.data import load_release, load_release_pairs
+from builder.workspace.store import Workspace, init_workspace
+from evaluate.data import load_release
 from evaluate.gates import check, load_rules, verdict
 from evaluate.methods import resolve
 from evaluate.models import load_model
@@ -63,6 +59,7 @@ LLM_METHODS = ("selftranslate",)
 class DemoResult:
     workspace: Path
     finished: bool  # False: stopped at review, waiting for curators
+    label_studio: str | None = None  # its URL, left running for the curators
     release: Path | None = None
     results: Path | None = None
     report: Path | None = None
@@ -127,21 +124,9 @@ def _run(ws: Workspace, console: Console, settings: LLMSettings, auto_review: bo
         return DemoResult(where, finished=False)
 
     release = _publish(ws, console)
-    result = DemoResult(where, finished=True, release=release)
+    result = DemoResult(where, finished=True, label_studio=conn.url, release=release)
     if evaluate:
         _evaluate(ws, console, release, model, settings, result)
-    console.rule("[bold]done")
-    console.print(f"workspace:    {where / 'workspace.sqlite'}")
-    console.print(f"label studio: {conn.url} (builder review stop -w {where} stops it)")
-    console.print(f"release:      {release} (version {DEMO_VERSION})")
-    if result.report:
-        console.print(f"results:      {result.results}")
-        console.print(f"report:       {result.report}")
-    if result.llm_report:
-        console.print(f"LLM results:  {result.llm_results}")
-        console.print(f"LLM report:   {result.llm_report}")
-    if result.report:
-        console.print(f"gates:        {'passed' if result.gates_passed else 'FAILED'}")
     return result
 
 
@@ -172,7 +157,7 @@ def _m2c(ws: Workspace, conn, console: Console, settings: LLMSettings, auto_revi
     todo = needs(ws, "de", templates)
     if todo:
         reg = languages_mod.registry(ws)
-        run = run_stage(ws, settings, "fill", lambda c, p: propose_forms(ws, c, reg["de"], todo), console)
+        run = run_stage(ws, settings, "fill", lambda c, p: propose_forms(ws, c, reg["de"], todo, progress=p), console)
         console.print(f"      de: proposed {run.result.proposed} form(s) for {run.result.lemmas} lemma(s)")
     if not _review(ws, conn, console, "inflections", ("de",), auto_review):
         return False
@@ -211,20 +196,22 @@ def _evaluate(ws: Workspace, console: Console, release: Path, model: str | None,
     methods = resolve(list(names))
     console.print(f" 9/10 evaluate {loaded.info.name} on {len(data.pairs)} pairs with {', '.join(m.name for m in methods)} "
                   f"({loaded.info.device}, {loaded.info.dtype})")
-    results = run_evaluation(data.pairs, data.dataset, loaded, methods, out, m2c=data.m2c)
+    with progress(console) as show:
+        results = run_evaluation(data.pairs, data.dataset, loaded, methods, out, progress=show, m2c=data.m2c)
     result.results, result.report, passed = out, *_gates_and_report(console, results, out)
     if names != DEMO_METHODS:
         llm_out = out / "llm"
         console.print(f"      evaluate the LLM on {', '.join(LLM_METHODS)} (it translates the English items itself)")
-        llm = self_translation(data.pairs, data.dataset, settings, llm_out)
+        with progress(console) as show:
+            llm = self_translation(data.pairs, data.dataset, settings, llm_out, show)
         result.llm_results, result.llm_report, llm_passed = llm_out, *_gates_and_report(console, llm, llm_out)
         passed = passed and llm_passed
     result.gates_passed = passed
 
 
-def self_translation(pairs, info, settings: LLMSettings, out: Path):
+def self_translation(pairs, info, settings: LLMSettings, out: Path, show: Show | None = None):
     """The LLM's self-translation consistency on the release (replayed from the recording when no endpoint is set)."""
-    return run_evaluation(pairs, info, None, resolve(list(LLM_METHODS)), out, endpoint=settings)
+    return run_evaluation(pairs, info, None, resolve(list(LLM_METHODS)), out, progress=show, endpoint=settings)
 
 
 def _gates_and_report(console: Console, results, out: Path) -> tuple[Path, bool]:
@@ -238,44 +225,3 @@ def _gates_and_report(console: Console, results, out: Path) -> tuple[Path, bool]
     rep = build_report(out)
     console.print(f"      report with {len(rep.plots)} figures: {rep.html}")
     return rep.html, verdict(checks) != "fail"
-
-
-def record_demo(out_path: Path, console: Console) -> int:
-    """Re-record the demo's replies: run the demo against the stand-in server answering from the
-    sample's answer files, and the LLM's self-translation of its release, then export both caches
-    as the bundled recording (a maintainer's tool)."""
-    with tempfile.TemporaryDirectory() as tmp, StandinServer(demo_lexicon(), model=RECORDING_MODEL) as server:
-        settings = LLMSettings(base_url=server.base_url, api_key="recording", model=RECORDED_AS, mode="api")
-        try:
-            done = run_demo(Path(tmp) / "ws", console, settings, auto_review=True, evaluate=False)
-        finally:
-            stop(Path(tmp) / "ws")
-        llm_out = Path(tmp) / "llm"
-        self_translation(*load_release_pairs(done.release, DEMO_VERSION), settings, llm_out)
-        ws = open_workspace(Path(tmp) / "ws")
-        caches = [LLMCache.of_workspace(ws), LLMCache.open(llm_out / CACHE_FILE)]
-        try:
-            return export_recording(out_path, *caches)
-        finally:
-            for cache in caches:
-                cache.close()
-            ws.close()
-
-
-def demo_lexicon():
-    """The stand-in's knowledge of the sample: the answer files, plus, for self-translation, each English
-    sentence's translation (the sample's sentence in that language) and which sentences are true."""
-    lex = Lexicon.from_answers(sample_dir() / "demo" / "answers")
-    langs = sorted({lang for lang, _, _ in lex.sentences})
-    for line in (sample_dir() / "seeds" / "comps.jsonl").read_text(encoding="utf-8").splitlines():
-        c = json.loads(line)
-        for role in ("acceptable", "unacceptable"):
-            english = english_sentence(c[f"prefix_{role}"], c["property_phrase"])[0]
-            known = [lex.sentences.get((lang, c["property"], c[f"{role}_concept"])) for lang in langs]
-            for lang, rec in zip(langs, known):
-                if rec:
-                    lex.add_text(lang, english, rec["sentence"])
-            if role == "acceptable":
-                lex.facts.update([english, *(rec["sentence"] for rec in known if rec)])
-    return lex
-
