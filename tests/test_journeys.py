@@ -36,6 +36,20 @@ TOY_STEPS = 60  # the toy need not be good: the journey checks what reaches the 
 NOTES = "Sentences end with the danda (।); the verb agrees with the concept's gender, so keep the property neutral."
 
 
+def watch_scorer(monkeypatch) -> set[tuple[str, str]]:
+    """What the evaluation's scorer is asked (context, continuation), as it runs: watched, not replaced."""
+    scored: set[tuple[str, str]] = set()
+    score = Scorer.score
+
+    def watched(self, requests, progress=None):
+        got = score(self, requests, progress)
+        scored.update(got)
+        return got
+
+    monkeypatch.setattr(Scorer, "score", watched)
+    return scored
+
+
 def test_a_language_not_shipped_declared_once_goes_through_every_stage_into_a_release_and_its_evaluation(
         sample_ws, server, label_studio, tmp_path, monkeypatch):
     """Hindi, in Devanagari, as a person adds it: every step through `builder`, the curators in a real Label Studio."""
@@ -115,15 +129,7 @@ def test_a_language_not_shipped_declared_once_goes_through_every_stage_into_a_re
     # `builder eval run` on the release with a toy trained on its sentences; the scorer is watched, not replaced.
     pairs, _ = load_release_pairs(target, "0.1.0")
     toy = train_toy(judgement_corpus(pairs), tmp_path / "toy", steps=TOY_STEPS)
-    scored: set[tuple[str, str]] = set()
-    score = Scorer.score
-
-    def watched(self, requests, progress=None):
-        got = score(self, requests, progress)
-        scored.update(got)
-        return got
-
-    monkeypatch.setattr(Scorer, "score", watched)
+    scored = watch_scorer(monkeypatch)
     out = tmp_path / "eval"
     run = cli.invoke(app, ["eval", "run", "--release", str(target), "--version", "0.1.0", "--model", str(toy),
                            "--methods", "direct,meta,neuro", "--batch-size", "16", "--out", str(out)])
@@ -302,15 +308,7 @@ def test_a_person_takes_a_new_language_past_a_failing_llm_two_curators_and_an_ad
     # about the curators' sentences.
     released, _ = load_release_pairs(target, "0.1.0")
     toy = train_toy(judgement_corpus(released), tmp_path / "toy", steps=TOY_STEPS)
-    scored: set[tuple[str, str]] = set()
-    score = Scorer.score
-
-    def watched(self, requests, progress=None):
-        got = score(self, requests, progress)
-        scored.update(got)
-        return got
-
-    monkeypatch.setattr(Scorer, "score", watched)
+    scored = watch_scorer(monkeypatch)
     assert "results in " in builder("eval", "run", "--model", str(toy), "--methods", "direct", "--batch-size", "16")
     texts = {"".join(key) for key in scored}
     assert {text for texts_of in (*written.values(), theirs) for text in texts_of.values()} <= texts
