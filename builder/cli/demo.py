@@ -80,7 +80,7 @@ def run_demo(directory: Path, console: Console, settings: LLMSettings | None = N
         settings = with_model(ws, settings)
         source = (
             f"the recording bundled with the sample (replies written for it, recorded as model {RECORDING_MODEL})"
-            if settings.mode == "recording"
+            if settings.source == "recording"
             else f"{settings.endpoint}, model {settings.model}"
         )
         console.print(f"LLM replies: {source}")
@@ -245,7 +245,7 @@ def record_demo(out_path: Path, console: Console) -> int:
     sample's answer files, and the LLM's self-translation of its release, then export both caches
     as the bundled recording (a maintainer's tool)."""
     with tempfile.TemporaryDirectory() as tmp, StandinServer(demo_lexicon(), model=RECORDING_MODEL) as server:
-        settings = LLMSettings(base_url=server.base_url, api_key="recording", model=RECORDED_AS, mode="api")
+        settings = LLMSettings(base_url=server.base_url, api_key="recording", model=RECORDED_AS, source="api")
         try:
             done = run_demo(Path(tmp) / "ws", console, settings, auto_review=True, evaluate=False)
         finally:
