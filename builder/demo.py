@@ -77,7 +77,7 @@ def run_demo(directory: Path, console: Console, settings: LLMSettings | None = N
         settings = with_model(ws, settings)
         source = (
             f"the recording bundled with the sample (replies written for it, recorded as model {RECORDING_MODEL})"
-            if settings.mode == "recording"
+            if settings.source == "recording"
             else f"{settings.endpoint}, model {settings.model}"
         )
         console.print(f"LLM replies: {source}")

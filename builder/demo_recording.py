@@ -28,7 +28,7 @@ def record_demo(out_path: Path, console: Console) -> int:
     sample's answer files, and the LLM's self-translation of its release, then export both caches
     as the bundled recording (a maintainer's tool)."""
     with tempfile.TemporaryDirectory() as tmp, StandinServer(demo_lexicon(), model=RECORDING_MODEL) as server:
-        settings = LLMSettings(base_url=server.base_url, api_key="recording", model=RECORDED_AS, mode="api")
+        settings = LLMSettings(base_url=server.base_url, api_key="recording", model=RECORDED_AS, source="api")
         try:
             done = run_demo(Path(tmp) / "ws", console, settings, auto_review=True, evaluate=False)
         finally:

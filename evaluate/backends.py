@@ -191,7 +191,7 @@ def endpoint_info(settings: LLMSettings) -> ModelInfo:
 
     Replayed replies are labelled as such: the recording, not the configured model name, answered.
     """
-    if settings.mode == "recording":
+    if settings.source == "recording":
         where = Path(settings.recording_path or "").name or "recording"
         return ModelInfo(name=f"recorded replies ({where})", source="recording", revision=None, weights_sha256=None,
                          architecture="replayed recording of an OpenAI-compatible endpoint", n_params=0, n_layers=0,

@@ -95,7 +95,7 @@ def server():
 
 
 def settings_for(server: StandinServer, **kw) -> LLMSettings:
-    base = dict(base_url=server.base_url, api_key="test-key", model="standin-translator", mode="api",
+    base = dict(base_url=server.base_url, api_key="test-key", model="standin-translator", source="api",
                 timeout_s=60.0, backoff_base_s=0.01, backoff_max_s=0.2, concurrency=8)
     base.update(kw)
     return LLMSettings(**base)

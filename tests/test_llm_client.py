@@ -11,6 +11,7 @@ from conftest import settings_for
 from sqlalchemy import select
 
 from builder.languages import registry
+from builder.llm._transport import backoff
 from builder.llm.cache import LLMCache
 from builder.llm.client import CacheMissError, LLMClient, LLMError
 from builder.llm.standin import JSON_SCHEMA_400, Faults
@@ -140,15 +141,15 @@ def test_retries_are_bounded(ws, make_client, server):
     assert server.stats.calls == 3
 
 
-def test_backoff_honours_retry_after_and_is_jittered_otherwise(ws, server):
-    client = LLMClient(LLMCache.of_workspace(ws), settings_for(server, backoff_base_s=1.0, backoff_max_s=8.0))
+def test_backoff_honours_retry_after_and_is_jittered_otherwise(server):
+    settings = settings_for(server, backoff_base_s=1.0, backoff_max_s=8.0)
     req = httpx2.Request("POST", server.base_url)
     limited = openai.RateLimitError("slow down", response=httpx2.Response(429, headers={"Retry-After": "3"}, request=req), body=None)
-    assert client._backoff(0, limited) == 3.0
+    assert backoff(0, limited, settings) == 3.0
     plain = openai.InternalServerError("boom", response=httpx2.Response(500, request=req), body=None)
-    waits = {client._backoff(2, plain) for _ in range(20)}
+    waits = {backoff(2, plain, settings) for _ in range(20)}
     assert all(2.0 <= w <= 4.0 for w in waits) and len(waits) > 1
-    assert max(client._backoff(10, plain) for _ in range(20)) <= 8.0
+    assert max(backoff(10, plain, settings) for _ in range(20)) <= 8.0
 
 
 def test_concurrency_limit_is_respected(ws, make_client, server):
@@ -206,7 +207,7 @@ def test_a_recording_replays_structured_and_plain_text_replies(ws, tmp_path, mak
     live = asyncio.run(both(make_client(ws)))
     assert export_recording(tmp_path / "rec.jsonl", LLMCache.of_workspace(ws)) == 3  # decoding settings are part of a text request's key
     replay = LLMCache.open(tmp_path / "replay.sqlite")
-    settings = LLMSettings(model="standin-translator", mode="recording", recording_path=str(tmp_path / "rec.jsonl"))
+    settings = LLMSettings(model="standin-translator", source="recording", recording_path=str(tmp_path / "rec.jsonl"))
     calls = server.stats.calls
     structured, text, short = asyncio.run(both(LLMClient(replay, settings)))
     assert server.stats.calls == calls

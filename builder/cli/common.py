@@ -133,7 +133,7 @@ def llm_options(command):
 def llm_settings(**chosen) -> LLMSettings:
     """The LLM settings from the environment, with the options given on the command line."""
     settings = LLMSettings.from_env(**chosen)
-    if settings.mode == "recording":
+    if settings.source == "recording":
         err.print("[yellow]no OPENAI_API_KEY or OPENAI_BASE_URL: replaying the bundled recording[/yellow]")
     return settings
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from typing import Literal
 
-from pydantic import BaseModel, Field, SecretStr
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
 from builder.llm.endpoint import redact_url
 from builder.paths import sample_dir
@@ -16,6 +16,8 @@ RECORDED_AS = "gpt-4o-2024-08-06"
 
 
 class LLMSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid")  # a misspelt or renamed setting fails, rather than being ignored
+
     base_url: str | None = None
     api_key: SecretStr | None = None
     model: str | None = None  # None: the endpoint's own (`builder.llm.served`), settled before the first request
@@ -27,7 +29,7 @@ class LLMSettings(BaseModel):
     backoff_base_s: float = Field(0.5, gt=0)
     backoff_max_s: float = Field(30.0, gt=0)
     temperature: float = 0.0
-    mode: Literal["api", "recording"] = "api"
+    source: Literal["api", "recording"] = "api"  # where replies come from: the endpoint, or the bundled recording
     offline: bool = False
     dry_run: bool = False
     batch: bool = False
@@ -51,7 +53,7 @@ class LLMSettings(BaseModel):
             "base_url": env.get("OPENAI_BASE_URL") or None,
             "api_key": env.get("OPENAI_API_KEY") or ("not-needed" if live else None),
             "model": env.get("BUILDER_LLM_MODEL") or None,
-            "mode": "api" if live else "recording",
+            "source": "api" if live else "recording",
         }
         if not live:
             values["recording_path"] = str(sample_dir() / "demo" / "recording.jsonl")
