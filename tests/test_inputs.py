@@ -238,3 +238,4 @@ def test_fuzzed_language_declarations_are_recorded_or_refused_field_by_field(ws,
         assert "is already declared in this workspace" in str(exc) and snapshot(ws) == before
     else:
         assert registry(ws)[lang.code] == lang and stored_controls(ws) == []
+

@@ -211,6 +211,8 @@ def test_an_undeclared_language_is_refused_with_the_way_to_declare_it(ws, tmp_pa
     ("Buch\tBücher\n", ":8:", "expected lemma<TAB>form<TAB>features", False),
     ("Buch\t\tN;NOM;SG\n", ":8: field 2", "(form) is empty", False),
     ("Buch\tBuch\tN;V;NOM\n", ":8: field 3", "two parts of speech", False),
+    ("Bu\x00ch\tBuch\tN;NOM;SG\n", ":8: field 1", "(lemma) holds U+0000 (a control character) at character 3", False),
+    ("Buch\t" + "e" * 201 + "\tN;NOM;SG\n", ":8: field 2", "(form) is 201 characters long, more than the 200", False),
 ])
 def test_bad_unimorph_line_fails_the_whole_file_and_writes_nothing(ws, tmp_path, bad, where, message, strict):
     path = _table(tmp_path, UNIMORPH + bad)

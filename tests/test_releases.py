@@ -22,6 +22,7 @@ from typer.testing import CliRunner
 
 import builder.releases as releases
 from builder.cli import app
+from builder.errors import InputError
 from builder.generate import generate
 from builder.languages import registry
 from builder.llm.cache import LLMCache
@@ -37,7 +38,7 @@ from builder.releases.publish import PublishRequest, publish
 from builder.releases.store import ReleaseStore, sha256
 from builder.releases.verify import verify
 from builder.releases.versions import VersionError
-from builder.releases.waivers import waive
+from builder.releases.waivers import list_waivers, waive
 from builder.selection import Scope
 from builder.workspace import schema as t
 from builder.workspace.store import now
@@ -542,3 +543,13 @@ def test_review_provenance_counts_curators_and_corrections(demo_ws, tmp_path):
     assert "| ar | translation | 3 | " in card and "| ar | sentences |" not in card  # agreement on 3 items, per stage
     cr = json.loads((tmp_path / "r" / "croissant.json").read_text())
     assert "ar translation: 3 items reviewed by two or more curators" in cr["rai:dataAnnotationAnalysis"]
+
+
+def test_a_waiver_reason_or_name_with_a_control_character_is_refused(demo_ws):
+    """The reason is released in the card and the report: text, not an escape sequence."""
+    pid = demo_ws.rows(select(t.sentence_pairs.c.pair_id).where(t.sentence_pairs.c.lang == "de"))[0]["pair_id"]
+    with pytest.raises(InputError, match=r"^--reason: holds U\+001B \(a control character\) at character 1: remove it$"):
+        waive(demo_ws, "pair", pid, "de", reason="\x1b[31mfine", by="maintainer")
+    with pytest.raises(InputError, match=r"^--by: holds the invisible character U\+200B"):
+        waive(demo_ws, "pair", pid, "de", reason="a loanword", by="main\u200btainer")
+    assert list_waivers(demo_ws) == []

@@ -21,6 +21,7 @@ from sqlalchemy import Connection, select
 
 from builder.errors import BuilderError, InputError
 from builder.flags import clear_flags
+from builder.inputs import NAME_CHARS, text_problem
 from builder.languages import registry
 from builder.m2c.errors import LanguageDataError, TemplateError
 from builder.m2c.language import Language, available, load_language, unimorph_language, unimorph_schema
@@ -142,6 +143,9 @@ def import_unimorph(ws: Workspace, path: Path, lang_code: str, *, verified: bool
         for i, (name, value) in enumerate((("lemma", lemma), ("form", form), ("features", feats)), start=1):
             if not value:
                 raise LexiconImportError(f"{path}:{no}: field {i} ({name}) is empty")
+            # A word may hold a zero-width (non-)joiner (Persian, Hindi), so not a name's check: no control character.
+            if problem := text_problem(value, limit=NAME_CHARS):
+                raise LexiconImportError(f"{path}:{no}: field {i} ({name}) {problem}")
         try:
             pos, bundle = _unimorph_features(lang, feats, summary, strict=strict)
         except LanguageDataError as exc:

@@ -7,6 +7,7 @@ from typing import Literal
 from sqlalchemy import select
 
 from builder.errors import InputError
+from builder.inputs import checked
 from builder.workspace import schema as t
 from builder.workspace.store import Workspace, now, upsert_replace
 
@@ -24,6 +25,8 @@ def waive(ws: Workspace, kind: WaiverKind, item_id: str, lang: str, *, reason: s
         raise InputError("a waiver needs a reason (--reason)")
     if not by.strip():
         raise InputError("a waiver needs the name of who waives it (--by)")
+    checked(reason, "--reason")  # released in the card and the report: text, not control characters
+    checked(by, "--by", name=True)
     if kind == "pair":
         sp = t.sentence_pairs
         found = ws.rows(select(sp.c.pair_id).where(sp.c.pair_id == item_id, sp.c.lang == lang))
