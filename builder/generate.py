@@ -56,6 +56,10 @@ class Rewrites:
 
     stale: frozenset[str]  # a word of theirs was verified after their sentences were written
     flagged: Retries  # the stage's flagged pairs that no curator has taken up
+    # (pair, item) for every pair written before the item's word changed, those a curator settled since included: where
+    # the item is the acceptable concept or the property, the pair's acceptable sentence names the old word, so it is
+    # not shared with the pairs written again.
+    outdated: frozenset[tuple[str, str]] = frozenset()
 
     def asks(self, pair_id: str) -> bool:
         return pair_id in self.stale or (pair_id in self.flagged.flags and self.flagged.asks(pair_id))
@@ -69,16 +73,19 @@ def rewrites(ws: Workspace, lang: str, *, reask_flagged: bool = False) -> Rewrit
         curators, adjudicators = opinions(ws, lang, "sentences")
         flagged = Retries({p: f for p, f in flagged.flags.items() if p not in curators and p not in adjudicators},
                           reask_flagged)
-    return Rewrites(_stale(ws, lang) if lang != SOURCE_LANGUAGE else frozenset(), flagged)
+    if lang == SOURCE_LANGUAGE:
+        return Rewrites(frozenset(), flagged)
+    late = stale_pairs(ws, [lang])
+    return Rewrites(_stale(ws, lang, late), flagged, frozenset((pid, item) for pid, _, item in late))
 
 
-def _stale(ws: Workspace, lang: str) -> frozenset[str]:
-    """Pairs a word of which was verified again after their sentences were written, less those a curator accepted
-    or fixed after that (their task showed the word as it is now): a curator's sentences are never overwritten."""
+def _stale(ws: Workspace, lang: str, late: dict) -> frozenset[str]:
+    """Pairs a word of which was verified again after their sentences were written (`late`), less those a curator
+    accepted or fixed after that (their task showed the word as it is now): a curator's sentences are never overwritten."""
     decided = sentence_decisions(ws, lang)
     settled = {p: d.decided_at for p, d in sentence_lineage(ws, lang).items()
                if p in decided and decided[p].decision in ("accept", "fix")}
-    return frozenset(pid for (pid, _, _), at in stale_pairs(ws, [lang]).items() if pid not in settled or settled[pid] < at)
+    return frozenset(pid for (pid, _, _), at in late.items() if pid not in settled or settled[pid] < at)
 
 
 def english_sentence(prefix: str, phrase: str) -> tuple[str, tuple[int, int], tuple[int, int]]:
@@ -128,20 +135,21 @@ async def generate(
             progress(lang.code, 0, counter["total"])
         for gid in sorted(groups):
             jobs.append(_in_parts(ws, client, lang, groups[gid], words, concepts, props, summary, counter, progress,
-                                  again.flagged))
+                                  again.flagged, again.outdated))
     await asyncio.gather(*jobs)
     return summary
 
 
 async def _in_parts(ws, client: LLMClient, lang, group, words, concepts, props, summary, counter, progress,
-                    flagged: Retries) -> None:
+                    flagged: Retries, outdated: frozenset[tuple[str, str]] = frozenset()) -> None:
     """A group's pairs at most `client.items_per_request` concepts to a request (at least a pair): the first part
     writes the acceptable sentence, which the later ones keep. A part left to a dry run or a batch ends it: the rest
     waits for the acceptable sentence."""
     while group:
         negatives = max(1, client.items_per_request - 1)
         part, group = group[:negatives], group[negatives:]
-        if not await _run_group(ws, client, lang, part, words, concepts, props, summary, counter, progress, flagged=flagged):
+        if not await _run_group(ws, client, lang, part, words, concepts, props, summary, counter, progress, flagged=flagged,
+                                outdated=outdated):
             return
 
 
@@ -181,7 +189,8 @@ async def regenerate(
 
 
 def _shared_acceptable(ws: Workspace, group_id: str, lang: str, rewritten: list[str]) -> dict | None:
-    """The acceptable sentence already written for this concept-property, if any, on a pair not being `rewritten`."""
+    """The acceptable sentence already written for this concept-property, if any, on a pair not in `rewritten` (those
+    being written again, and those whose acceptable sentence names an old word)."""
     rows = ws.rows(
         select(t.sentence_pairs.c.acceptable, t.sentence_pairs.c.spans, t.sentence_pairs.c.acceptable_form)
         .join(t.pairs, t.pairs.c.id == t.sentence_pairs.c.pair_id)
@@ -221,11 +230,12 @@ REWRITE = ("Rewrite them so that each contains its verified word and all sentenc
 
 
 async def _run_group(ws, client: LLMClient, lang, group, words, concepts, props, summary, counter, progress,
-                     feedback: str = "", *, flagged: Retries) -> bool:
+                     feedback: str = "", *, flagged: Retries, outdated: frozenset[tuple[str, str]] = frozenset()) -> bool:
     """Write a group's pairs (one request and its re-asks); False when the request was deferred (dry run, batch). With
     `feedback` (a rewrite of rejected pairs), a failed pair is flagged and left as it was."""
     acc_id = group[0]["acceptable_id"]
-    fixed = None if feedback else _shared_acceptable(ws, group[0]["group_id"], lang.code, [p["id"] for p in group])
+    named_old = [pid for pid, item in outdated if item in (acc_id, group[0]["property_id"])]
+    fixed = None if feedback else _shared_acceptable(ws, group[0]["group_id"], lang.code, [*(p["id"] for p in group), *named_old])
     pending = {p["unacceptable_id"]: p for p in group}
     located: dict[str, Located] = {}  # the latest sentence that locates its concept, also for pairs flagged in the end
     if fixed:

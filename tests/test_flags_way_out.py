@@ -140,6 +140,36 @@ def test_generate_asks_flagged_pairs_again_and_writes_pairs_again_whose_words_we
     assert not [w for w, _ in steps(cli("status", *cli.here)) if "not translated yet" in w]
 
 
+
+def test_generate_keeps_sentences_a_curator_accepted_after_their_word_was_verified_again(sample_ws, server, cli):
+    """A curator who accepts a pair's sentences after a word of theirs changed saw the word as it is now: `generate`
+    rewrites the other pairs naming the word, never those, and the release holds only the others."""
+    ws = sample_ws
+    cli("translate", "--lang", "fr", "--properties", PROP, *cli.here)
+    cli("accept", "--lang", "fr", "--reviewer", "ana", *cli.here)
+    cli("generate", "--lang", "fr", "--properties", PROP, *cli.here)
+    toaster, sp, pairs = concept_id("toaster"), t.sentence_pairs, t.pairs
+    named = sorted(r["pair_id"] for r in ws.rows(select(sp.c.pair_id).join(pairs, pairs.c.id == sp.c.pair_id).where(
+        sp.c.lang == "fr", (pairs.c.acceptable_id == toaster) | (pairs.c.unacceptable_id == toaster))))
+    kept, *rewritten = named
+    assert rewritten
+    _project(ws, "translation", "fr")
+    record_pull(ws, SERVER, [_said(1, "translation", toaster, "corrected", translation=TranslationEdit(
+        proposal_id=reviews.latest_proposals(ws, "fr")[toaster]["id"], text="grille-pain"))])
+    drafted = reviews.current_pairs(ws, "fr")[kept]
+    _project(ws, "sentences", "fr")
+    later = int((datetime.now(timezone.utc) - datetime(2026, 1, 5, 9, tzinfo=timezone.utc)).total_seconds() // 60) + 60
+    record_pull(ws, SERVER, [_said(2, "sentences", kept, "accept", minutes=later, sentences=SentenceEdit(
+        version=drafted["version"], draft_acceptable=drafted["acceptable"], draft_unacceptable=drafted["unacceptable"]))])
+    held = cli("publish", "--dry-run", "--bump", "minor", "--lang", "fr", *cli.here, ok=False)
+    assert all(f"fr {p}: " in held for p in rewritten) and f"fr {kept}: " not in held
+    cli("generate", "--lang", "fr", *cli.here)
+    now = reviews.current_pairs(ws, "fr")
+    assert now[kept]["version"] == drafted["version"]
+    assert all("grille-pain" in now[p]["acceptable"] + now[p]["unacceptable"] for p in rewritten)
+    assert "re-verified after the sentence was written" not in cli("publish", "--dry-run", "--bump", "minor", "--lang",
+                                                                   "fr", *cli.here, ok=False)
+
 def test_a_rejected_pair_the_llm_cannot_rewrite_stays_rejected_and_is_asked_again(sample_ws, server, cli):
     ws = sample_ws
     cli("translate", "--lang", "fr", "--properties", PROP, *cli.here)
