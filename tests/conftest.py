@@ -3,6 +3,7 @@ PostgreSQL server for the tests marked `both_databases`, which run once on SQLit
 
 from __future__ import annotations
 
+import asyncio
 import os
 from pathlib import Path
 
@@ -99,6 +100,19 @@ def settings_for(server: StandinServer, **kw) -> LLMSettings:
                 timeout_s=60.0, backoff_base_s=0.01, backoff_max_s=0.2, concurrency=8)
     base.update(kw)
     return LLMSettings(**base)
+
+
+def with_llm(ws, server: StandinServer, work):
+    """`await work(client)` with a client of the stand-in on the workspace's cache, closed after: one stage run."""
+    client = LLMClient(LLMCache.of_workspace(ws), settings_for(server))
+
+    async def go():
+        try:
+            return await work(client)
+        finally:
+            await client.aclose()
+
+    return asyncio.run(go())
 
 
 @pytest.fixture

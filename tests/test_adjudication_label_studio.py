@@ -4,13 +4,12 @@ says so and names the command that pushes it for adjudication, the adjudicator s
 and takes one; an annotation deleted in Label Studio stops counting; an item asked again gets a fresh task
 while the old one keeps its annotations, closed; task lists tell their rows apart."""
 
-import asyncio
 import json
 import re
 import urllib.request
 
 import pytest
-from conftest import settings_for
+from conftest import with_llm
 from curating import current_tasks, say, versions
 from sqlalchemy import select
 from typer.testing import CliRunner
@@ -21,8 +20,6 @@ from annotation.review import client, push, stage_tasks
 from builder.cli import app
 from builder.generate import generate, regenerate
 from builder.languages import registry
-from builder.llm.cache import LLMCache
-from builder.llm.client import LLMClient
 from builder.reviews import rejected_items, rejected_pairs, review_project, sentence_decisions
 from builder.selection import Scope, verified
 from builder.translate import repropose, translate
@@ -31,14 +28,6 @@ from builder.workspace import schema as t
 cli = CliRunner()
 
 
-def _llm(ws, server, work):
-    async def go():
-        c = LLMClient(LLMCache.of_workspace(ws), settings_for(server))
-        try:
-            return await work(c)
-        finally:
-            await c.aclose()
-    return asyncio.run(go())
 
 
 @pytest.fixture
@@ -74,7 +63,7 @@ def _labeling_columns(conn, project_id) -> list[str]:
 
 def test_a_translation_corrected_after_verification_is_withdrawn_and_adjudicated(maintainer, server):
     ws, conn = maintainer
-    _llm(ws, server, lambda c: translate(ws, c, [registry()["el"]]))
+    with_llm(ws, server, lambda c: translate(ws, c, [registry()["el"]]))
     push(ws, conn, "el")
     tasks = current_tasks(conn, ws, "translation", "el")
     labels = [tk.data["task"] for tk in tasks.values()]
@@ -115,7 +104,7 @@ def test_a_translation_corrected_after_verification_is_withdrawn_and_adjudicated
 
 def test_a_deleted_annotation_stops_counting_and_an_item_asked_again_gets_a_fresh_task(maintainer, server):
     ws, conn = maintainer
-    _llm(ws, server, lambda c: translate(ws, c, [registry()["es"]]))
+    with_llm(ws, server, lambda c: translate(ws, c, [registry()["es"]]))
     push(ws, conn, "es")
     tasks = current_tasks(conn, ws, "translation", "es")
     keep, gone, again = sorted(tasks)[:3]
@@ -133,7 +122,7 @@ def test_a_deleted_annotation_stops_counting_and_an_item_asked_again_gets_a_fres
     assert row["withdrawn_at"] is not None and row["decision"] == "accept"  # its lineage stays
 
     # The rejected word is proposed again: a new task for the new revision; the old one keeps its annotation, closed.
-    assert _llm(ws, server, lambda c: repropose(ws, c, registry()["es"], rejected_items(ws, "es"))) == 1
+    assert with_llm(ws, server, lambda c: repropose(ws, c, registry()["es"], rejected_items(ws, "es"))) == 1
     s = push(ws, conn, "es")
     assert (s.created, s.revised, s.updated) == (1, 1, 0)
     fresh = current_tasks(conn, ws, "translation", "es")[again]
@@ -150,14 +139,14 @@ def test_a_deleted_annotation_stops_counting_and_an_item_asked_again_gets_a_fres
 
 def test_a_push_cut_short_before_closing_the_old_task_loses_no_decision_on_the_new_revision(maintainer, server):
     ws, conn = maintainer
-    _llm(ws, server, lambda c: translate(ws, c, [registry()["fr"]], scope=Scope.parse(ws, "can fly")))
+    with_llm(ws, server, lambda c: translate(ws, c, [registry()["fr"]], scope=Scope.parse(ws, "can fly")))
     push(ws, conn, "fr")
     tasks = current_tasks(conn, ws, "translation", "fr")
     item = sorted(tasks)[0]
     a = reviewer_account(conn, "cur-a")
     say(conn, tasks[item], a, "english", "reject", comment="wrong sense")
     _builder("review", "pull")
-    assert _llm(ws, server, lambda c: repropose(ws, c, registry()["fr"], rejected_items(ws, "fr"))) == 1
+    assert with_llm(ws, server, lambda c: repropose(ws, c, registry()["fr"], rejected_items(ws, "fr"))) == 1
     # The push imports the new revision's task and dies before it closes the old one: both are open.
     (asked,) = [tk for tk in stage_tasks(ws, "fr", "translation") if tk["data"]["item_id"] == item]
     pid = review_project(ws, "translation", "fr", conn.server).project_id
@@ -172,7 +161,7 @@ def test_a_push_cut_short_before_closing_the_old_task_loses_no_decision_on_the_n
 def test_a_sentence_pair_fixed_after_verification_is_held_and_adjudicated_a_deleted_accept_is_withdrawn_and_a_rewrite_gets_a_fresh_task(
         maintainer, server):
     ws, conn = maintainer
-    n = _llm(ws, server, lambda c: generate(ws, c, [registry(ws)["de"]], scope=Scope.parse(ws, "is used for heating food")))
+    n = with_llm(ws, server, lambda c: generate(ws, c, [registry(ws)["de"]], scope=Scope.parse(ws, "is used for heating food")))
     assert n.generated["de"] >= 3
     push(ws, conn, "de", stage="sentences")
     tasks = current_tasks(conn, ws, "sentences", "de")
@@ -207,7 +196,7 @@ def test_a_sentence_pair_fixed_after_verification_is_held_and_adjudicated_a_dele
     assert (settled.decision, settled.unacceptable, settled.reviewer) == ("fix", fixed, "adjudicator@builder.local (adjudicated)")
 
     # The rejected pair is written again: a fresh task; the old one keeps the rejection, closed.
-    assert _llm(ws, server, lambda c: regenerate(ws, c, registry(ws)["de"], rejected_pairs(ws, "de"))).generated["de"] == 1
+    assert with_llm(ws, server, lambda c: regenerate(ws, c, registry(ws)["de"], rejected_pairs(ws, "de"))).generated["de"] == 1
     s = push(ws, conn, "de", stage="sentences")
     assert (s.created, s.revised) == (1, 1)
     fresh = current_tasks(conn, ws, "sentences", "de")[again]

@@ -4,12 +4,11 @@ language what is released and what is not."""
 
 from __future__ import annotations
 
-import asyncio
 import re
 from datetime import datetime, timedelta, timezone
 
 import pytest
-from conftest import settings_for
+from conftest import with_llm
 from sqlalchemy import select
 from typer.testing import CliRunner
 
@@ -18,8 +17,6 @@ from builder import releases
 from builder.cli import app
 from builder.generate import generate
 from builder.languages import declare, registry
-from builder.llm.cache import LLMCache
-from builder.llm.client import LLMClient
 from builder.llm.standin import Faults
 from builder.records import concept_id, pair_id
 from builder.releases.checks import ReleaseCheckError
@@ -48,15 +45,6 @@ def cli(*args):
     return runner.invoke(app, [str(a) for a in args], catch_exceptions=False)
 
 
-def _stage(ws, server, fn):
-    c = LLMClient(LLMCache.of_workspace(ws), settings_for(server))
-
-    async def go():
-        try:
-            return await fn(c)
-        finally:
-            await c.aclose()
-    return asyncio.run(go())
 
 
 def _say(conn, task_id, decision, acceptable=None, unacceptable=None):
@@ -78,12 +66,12 @@ def hindi(sample_ws, server):
     for (kind, en), text in HINDI.items():
         server.lexicon.translations[("hi", kind, en)] = {"translation": text}
     hi = registry(ws)["hi"]
-    _stage(ws, server, lambda c: translate(ws, c, [hi], scope=Scope.parse(ws, f"{FLY},{RAILS}")))
+    with_llm(ws, server, lambda c: translate(ws, c, [hi], scope=Scope.parse(ws, f"{FLY},{RAILS}")))
     accept(ws, "hi", reviewer="word-curator")
     server.faults = Faults(frame_rate=1.0)
-    _stage(ws, server, lambda c: generate(ws, c, [hi], scope=Scope.parse(ws, FLY)))
+    with_llm(ws, server, lambda c: generate(ws, c, [hi], scope=Scope.parse(ws, FLY)))
     server.faults = Faults(rate=1.0, kinds=("schema",))
-    _stage(ws, server, lambda c: generate(ws, c, [hi], scope=Scope.parse(ws, RAILS)))
+    with_llm(ws, server, lambda c: generate(ws, c, [hi], scope=Scope.parse(ws, RAILS)))
     server.faults = Faults()
     return ws
 

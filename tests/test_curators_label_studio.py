@@ -1,10 +1,9 @@
 """Three curators on sentence pairs and on inflection tables in a real Label Studio: agreement, a
 disagreement that holds its item back, and an adjudication recorded under its adjudicator's name."""
 
-import asyncio
 
 import pytest
-from conftest import settings_for
+from conftest import with_llm
 from sqlalchemy import select
 from test_m2c_workspace import _templates
 
@@ -12,8 +11,6 @@ from annotation.autoreview import reviewer_account
 from annotation.review import client, pull, push
 from builder.generate import generate
 from builder.languages import registry
-from builder.llm.cache import LLMCache
-from builder.llm.client import LLMClient
 from builder.m2c.fills import needs, propose_forms
 from builder.releases import load
 from builder.releases.publish import PublishRequest, publish
@@ -24,14 +21,6 @@ from builder.workspace import schema as t
 CURATORS = ("cur-a", "cur-b", "cur-c")
 
 
-def _llm(ws, server, work):
-    async def go():
-        c = LLMClient(LLMCache.of_workspace(ws), settings_for(server))
-        try:
-            return await work(c)
-        finally:
-            await c.aclose()
-    return asyncio.run(go())
 
 
 def _tasks(conn, ws, stage):
@@ -51,7 +40,7 @@ def _status(ws, stage, lang):
 
 def test_three_curators_on_sentence_pairs(sample_ws, server, label_studio):
     ws, conn = sample_ws, label_studio
-    n = _llm(ws, server, lambda c: generate(ws, c, [registry(ws)["de"]],
+    n = with_llm(ws, server, lambda c: generate(ws, c, [registry(ws)["de"]],
                                             scope=Scope.parse(ws, "is used for heating food"))).generated["de"]
     push(ws, conn, "de", stage="sentences", overlap=3, overlap_share=1.0)
     tasks = _tasks(conn, ws, "sentences")
@@ -104,7 +93,7 @@ def test_three_curators_on_inflection_tables(ws, server, label_studio, tmp_path)
     conn = label_studio
     server.lexicon.inflections.update({("de", "Tisch", "SG.DAT"): "Tisch", ("de", "Tisch", "PL.DAT"): "Tischen",
                                        ("de", "Lampe", "SG.DAT"): "Lampe", ("de", "Lampe", "PL.DAT"): "Lampe"})
-    _llm(ws, server, lambda c: propose_forms(ws, c, registry(ws)["de"], needs(ws, "de", _templates(tmp_path))))
+    with_llm(ws, server, lambda c: propose_forms(ws, c, registry(ws)["de"], needs(ws, "de", _templates(tmp_path))))
     push(ws, conn, "de", stage="inflections", overlap=3, overlap_share=1.0)
     tasks = {tk.data["lemma"]: tk for tk in _tasks(conn, ws, "inflections").values()}
     assert set(tasks) == {"Tisch", "Lampe", "Bett"}

@@ -65,6 +65,19 @@ def calls(ws):
 
 # -- the model that did the work ----------------------------------------------------------------------
 
+def translate_one_property(ws, settings: LLMSettings):
+    """French words of one property through a client with these settings: (summary, the client, closed)."""
+    client = LLMClient(LLMCache.of_workspace(ws), settings)
+
+    async def go():
+        try:
+            return await translate(ws, client, [registry()["fr"]], scope=Scope.parse(ws, ONE_PROPERTY))
+        finally:
+            await client.aclose()
+
+    return asyncio.run(go()), client
+
+
 def test_with_no_model_set_the_one_the_server_serves_is_asked_recorded_and_said(sample_ws, server):
     as_llama_cpp(server)
     done = cli(sample_ws, server, "translate", "--lang", "fr", "--properties", ONE_PROPERTY)
@@ -178,15 +191,7 @@ def test_time_outs_while_others_wait_lower_the_concurrency(sample_ws, server):
     """Replies quicker than a second never count as queueing: here only the time-outs tell."""
     as_llama_cpp(server, slots=1, latency_s=0.2)
     settings = settings_for(server, model=GGUF, concurrency=8, items_per_request=2, timeout_s=0.9, max_retries=20)
-    client = LLMClient(LLMCache.of_workspace(sample_ws), settings)
-
-    async def go():
-        try:
-            return await translate(sample_ws, client, [registry()["fr"]], scope=Scope.parse(sample_ws, ONE_PROPERTY))
-        finally:
-            await client.aclose()
-
-    summary = asyncio.run(go())
+    summary, client = translate_one_property(sample_ws, settings)
     assert summary.proposed == {"fr": 11} and client.stats.retries > 0
     assert client.concurrency < 8 and client.stats.notices
     assert all("let a request time out while" in n and "concurrency lowered from" in n for n in client.stats.notices)
@@ -195,15 +200,7 @@ def test_time_outs_while_others_wait_lower_the_concurrency(sample_ws, server):
 def test_replies_that_drop_items_lower_the_items_per_request_and_the_dropped_are_asked_again(sample_ws, server):
     as_llama_cpp(server, max_items=1)
     settings = settings_for(server, model=GGUF, concurrency=1, items_per_request=8, max_reasks=1)
-    client = LLMClient(LLMCache.of_workspace(sample_ws), settings)
-
-    async def go():
-        try:
-            return await translate(sample_ws, client, [registry()["fr"]], scope=Scope.parse(sample_ws, ONE_PROPERTY))
-        finally:
-            await client.aclose()
-
-    summary = asyncio.run(go())
+    summary, client = translate_one_property(sample_ws, settings)
     assert summary.proposed == {"fr": 11} and summary.flagged == {"fr": 0}
     assert client.items_per_request < 8 and sample_ws.count(t.flags) == 0
     assert client.stats.notices[0] == (f"the LLM endpoint {server.base_url} dropped 6 of 8 items asked in one request: "

@@ -8,12 +8,12 @@ server with 500. The client must settle the mode before any stage request goes o
 import asyncio
 import json
 import sqlite3
-import threading
 from collections import Counter
 
 import pytest
 from conftest import settings_for
 from sqlalchemy import select
+from together import at_once
 
 from builder.generate import SentenceBatch
 from builder.languages import registry
@@ -190,26 +190,15 @@ def test_workers_recording_a_new_endpoints_mode_at_once_all_succeed_and_one_row_
     """Eight workers finish probing the same new endpoint at the same moment, 25 endpoints in turn: each records what it
     found (with the refusals that go with it) and none fails; one whole row per endpoint stays, one worker's."""
     workers, rounds = 8, 25
-    together = threading.Barrier(workers, timeout=60)
     found = {"json_schema": {}, "json_object": {"json_schema": "400: no json_schema"},
              "prompt": {"json_schema": "400: no json_schema", "json_object": "400: no json_object"}}
-    failures: list[BaseException] = []
+    caches = [LLMCache.of_workspace(ws) for _ in range(workers)]
+    modes = [list(found)[n % len(found)] for n in range(workers)]
 
-    def worker(n: int) -> None:
-        cache = LLMCache.of_workspace(ws)
-        mode = list(found)[n % len(found)]
-        for r in range(rounds):
-            together.wait()
-            try:
-                cache.record_mode(f"http://new-{r}.example/v1", "standin-translator", mode, found[mode])
-            except Exception as exc:  # noqa: BLE001 - every failure is reported by the assertion below
-                failures.append(exc)
+    def record(r: int):
+        return lambda n: caches[n].record_mode(f"http://new-{r}.example/v1", "standin-translator", modes[n], found[modes[n]])
 
-    threads = [threading.Thread(target=worker, args=(n,)) for n in range(workers)]
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join()
+    failures = [exc for r in range(rounds) for exc in at_once(workers, record(r))]
     assert not failures, failures[:3]
     rows = LLMCache.of_workspace(ws).endpoints()
     assert sorted(r["endpoint"] for r in rows) == sorted(f"http://new-{r}.example/v1" for r in range(rounds))

@@ -2,12 +2,11 @@
 adjudication and agreement out. Proposals, sentences and inflection forms come from the real stages
 against the OpenAI-compatible stand-in server."""
 
-import asyncio
 import unicodedata
 from datetime import datetime, timedelta, timezone
 
 import pytest
-from conftest import settings_for
+from conftest import with_llm
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from nltk.metrics.distance import edit_distance as levenshtein
@@ -20,8 +19,6 @@ from builder.audits import audit
 from builder.flags import list_flags
 from builder.generate import generate, regenerate
 from builder.languages import registry
-from builder.llm.cache import LLMCache
-from builder.llm.client import LLMClient
 from builder.m2c.fills import needs, propose_forms
 from builder.records import VerifiedWord, pair_id
 from builder.reviews import (
@@ -43,16 +40,6 @@ T0 = datetime(2026, 1, 5, 9, 0, tzinfo=timezone.utc)
 PROPS = "can fly"
 
 
-def _llm(ws, server, fn):
-    client = LLMClient(LLMCache.of_workspace(ws), settings_for(server))
-
-    async def go():
-        try:
-            return await fn(client)
-        finally:
-            await client.aclose()
-
-    return asyncio.run(go())
 
 
 def _project(ws, stage_name, lang):
@@ -203,7 +190,7 @@ def test_an_annotation_made_before_a_re_proposal_stays_on_its_proposal(fr, serve
     first = latest[item]
     record_pull(ws, SERVER, [said(1, item, first["id"], "ana", "reject", comment="wrong sense: the sports bat")])
     rejected = reviews.rejected_items(ws, "fr")
-    assert _llm(ws, server, lambda c: repropose(ws, c, registry()["fr"], rejected)) == 1
+    assert with_llm(ws, server, lambda c: repropose(ws, c, registry()["fr"], rejected)) == 1
     second = reviews.latest_proposals(ws, "fr")[item]
     assert second["revision"] == 2 and item not in reviews.rejected_items(ws, "fr")  # the reject was on the old proposal
     # The curator changes the old annotation after the task was updated to show the new proposal: it stays
@@ -238,7 +225,7 @@ def test_sentence_decisions_count_only_for_the_pair_version_they_were_made_on(sa
     assert got[keep].decision == "accept" and (got[keep].acceptable, got[keep].unacceptable) == (
         pairs[keep]["acceptable"], pairs[keep]["unacceptable"])
     assert reviews.rejected_pairs(ws, "de") == {fix: "the property reads as a question"}
-    assert _llm(ws, server, lambda c: regenerate(ws, c, registry(ws)["de"], reviews.rejected_pairs(ws, "de"))).generated["de"] == 1
+    assert with_llm(ws, server, lambda c: regenerate(ws, c, registry(ws)["de"], reviews.rejected_pairs(ws, "de"))).generated["de"] == 1
     new_version = reviews.current_pairs(ws, "de")[fix]["version"]
     assert new_version != pairs[fix]["version"]
     assert fix not in reviews.sentence_decisions(ws, "de") and reviews.rejected_pairs(ws, "de") == {}
@@ -252,7 +239,7 @@ def test_sentence_decisions_count_only_for_the_pair_version_they_were_made_on(sa
 def test_inflection_decisions_go_through_the_lexicon_and_unreadable_tables_are_counted(ws, server, tmp_path):
     server.lexicon.inflections.update({("de", "Tisch", "SG.DAT"): "Tisch", ("de", "Tisch", "PL.DAT"): "Tischen",
                                        ("de", "Lampe", "SG.DAT"): "Lampe", ("de", "Lampe", "PL.DAT"): "Lampe"})
-    _llm(ws, server, lambda c: propose_forms(ws, c, registry(ws)["de"], needs(ws, "de", _templates(tmp_path))))
+    with_llm(ws, server, lambda c: propose_forms(ws, c, registry(ws)["de"], needs(ws, "de", _templates(tmp_path))))
     waiting = {tb["lemma"]: (item, tb["draft"]) for item, tb in reviews.current_tables(ws, "de").items()}
 
     def table(aid, lemma, decision, text=None):
@@ -273,7 +260,7 @@ def test_inflection_decisions_go_through_the_lexicon_and_unreadable_tables_are_c
 
 def test_a_disagreement_after_an_inflection_table_was_verified_puts_its_forms_back(ws, server, tmp_path):
     server.lexicon.inflections.update({("de", "Tisch", "SG.DAT"): "Tisch", ("de", "Tisch", "PL.DAT"): "Tischen"})
-    _llm(ws, server, lambda c: propose_forms(ws, c, registry(ws)["de"], needs(ws, "de", _templates(tmp_path))))
+    with_llm(ws, server, lambda c: propose_forms(ws, c, registry(ws)["de"], needs(ws, "de", _templates(tmp_path))))
     item, tisch = next((i, tb) for i, tb in reviews.current_tables(ws, "de").items() if tb["lemma"] == "Tisch")
 
     def table(aid, reviewer, decision, text=None, stage_name="inflections"):

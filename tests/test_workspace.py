@@ -2,10 +2,10 @@
 that recorded it, never carries a password, and nothing else on the machine picks it up."""
 
 import json
-import threading
 
 import pytest
 from sqlalchemy import inspect, select, text
+from together import at_once
 from typer.testing import CliRunner
 
 from builder.cli import app
@@ -126,22 +126,7 @@ def test_writers_replacing_one_row_at_once_all_succeed_and_one_row_stays(demo_ws
                                                                      title=f"project {n}", server=f"local:{n}")),
     }
     workers = 8
-    together = threading.Barrier(workers, timeout=60)
-    failures: list[BaseException] = []
-
-    def worker(n: int) -> None:
-        for write in writes.values():
-            together.wait()
-            try:
-                write(n)
-            except Exception as exc:  # noqa: BLE001 - every failure is reported by the assertion below
-                failures.append(exc)
-
-    threads = [threading.Thread(target=worker, args=(n,)) for n in range(workers)]
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join()
+    failures = [exc for write in writes.values() for exc in at_once(workers, write)]
     assert not failures, failures[:3]
     [language] = [d for d in demo_ws.added_languages() if d["code"] == "xx"]
     [waiver] = [w for w in list_waivers(demo_ws) if w["item_id"] == pair["pair_id"]]
@@ -149,26 +134,6 @@ def test_writers_replacing_one_row_at_once_all_succeed_and_one_row_stays(demo_ws
     assert language in [{"code": "xx", "name": f"Language {n}"} for n in range(workers)]
     assert (waiver["reason"], waiver["waived_by"]) in [(f"reason {n}", f"curator {n}") for n in range(workers)]
     assert (project.title, project.server) == (f"project {project.project_id}", f"local:{project.project_id}")
-
-
-def _at_once(workers: int, work) -> list[BaseException]:
-    """`work(n)` in `workers` threads released together; the exceptions they raised."""
-    together = threading.Barrier(workers, timeout=60)
-    failures: list[BaseException] = []
-
-    def run(n: int) -> None:
-        together.wait()
-        try:
-            work(n)
-        except Exception as exc:  # noqa: BLE001 - every failure is reported by the caller's assertion
-            failures.append(exc)
-
-    threads = [threading.Thread(target=run, args=(n,)) for n in range(workers)]
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join()
-    return failures
 
 
 @pytest.mark.both_databases
@@ -180,7 +145,7 @@ def test_workers_opening_an_older_workspace_at_once_migrate_it_once_and_all_open
         conn.execute(text("ALTER TABLE llm_calls DROP COLUMN max_tokens"))
         conn.execute(t.meta.update().where(t.meta.c.key == "schema_version").values(value="7"))
     opened = []
-    assert not _at_once(6, lambda n: opened.append(open_workspace(ws.directory)))
+    assert not at_once(6, lambda n: opened.append(open_workspace(ws.directory)))
     try:
         assert len(opened) == 6
         assert ws.rows(select(t.meta.c.value).where(t.meta.c.key == "schema_version")) == [{"value": str(t.SCHEMA_VERSION)}]
@@ -195,7 +160,7 @@ def test_workers_opening_an_older_workspace_at_once_migrate_it_once_and_all_open
 def test_evaluations_opening_one_new_llm_cache_file_at_once_all_open_it(tmp_path):
     """Runs with an endpoint sharing a results folder open its cache file (`OUT/llm-cache.sqlite`) together, new."""
     opened = []
-    assert not _at_once(6, lambda n: opened.append(LLMCache.open(tmp_path / "out" / "llm-cache.sqlite")))
+    assert not at_once(6, lambda n: opened.append(LLMCache.open(tmp_path / "out" / "llm-cache.sqlite")))
     for cache in opened:
         assert cache.endpoints() == []
         cache.close()
