@@ -16,6 +16,7 @@ import socket
 import subprocess
 import tempfile
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 USER = "builder"
@@ -90,15 +91,23 @@ class PostgresServer:
     def _start(self) -> None:
         for attempt in range(3):  # another process may take the free port before the server binds it
             self.port = _free_port()
-            options = (f"-c listen_addresses=127.0.0.1 -p {self.port} -c unix_socket_directories={self.root} "
-                       "-c fsync=off -c synchronous_commit=off -c full_page_writes=off")
             try:
-                self._run("pg_ctl", "start", "-D", str(self.data), "-l", str(self.root / "server.log"), "-w", "-t", "60",
-                          "-o", options)
+                self._pg_ctl_start()
                 return
             except RuntimeError:
                 if attempt == 2:
                     raise
+
+    def _pg_ctl_start(self) -> None:
+        options = (f"-c listen_addresses=127.0.0.1 -p {self.port} -c unix_socket_directories={self.root} "
+                   "-c fsync=off -c synchronous_commit=off -c full_page_writes=off")
+        self._run("pg_ctl", "start", "-D", str(self.data), "-l", str(self.root / "server.log"), "-w", "-t", "60", "-o", options)
+
+    def restart(self, while_stopped: Callable[[Path], None]) -> None:
+        """Stop the server (its buffers gone), call `while_stopped(data_directory)`, start it again on its port."""
+        self._run("pg_ctl", "stop", "-D", str(self.data), "-m", "fast", "-w")
+        while_stopped(self.data)
+        self._pg_ctl_start()
 
     def stop(self) -> None:
         if (self.data / "postmaster.pid").is_file():

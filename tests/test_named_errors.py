@@ -3,8 +3,12 @@ damaged workspace database, damaged git objects in a release store, a truncated 
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import pytest
-from sqlalchemy import select
+from postgres import PostgresServer, PostgresUnavailable
+from sqlalchemy import select, text
 from test_review_label_studio import HoldingProxy, _translate
 from typer.testing import CliRunner
 
@@ -62,6 +66,41 @@ def test_a_damaged_workspace_database_is_named_with_what_to_do(tmp_path):
     shown = (tmp_path / "other" / "workspace.sqlite").resolve()
     assert res.exit_code == 1 and res.output.count("\n") == 1
     assert res.output.startswith(f"error: the workspace database {shown} is damaged (file is not a database): restore it")
+
+
+@pytest.mark.postgresql
+def test_damaged_data_on_a_postgresql_workspace_is_named_with_what_to_do(tmp_path, monkeypatch):
+    """A heap page overwritten on disk: PostgreSQL refuses it (XX001, data_corrupted) and the error names the server."""
+    try:
+        server = PostgresServer.start()  # its own, since it is stopped to damage a file and started again
+    except PostgresUnavailable as exc:
+        if os.environ.get("BUILDER_TEST_POSTGRESQL") == "required":
+            raise
+        pytest.skip(f"PostgreSQL tests: {exc}")
+    monkeypatch.setenv("PGPASSWORD", server.password)
+    try:
+        url = server.database()
+        ws = init_workspace(tmp_path / "ws", database_url=url)
+        import_seeds(ws, sample_dir() / "seeds")
+        with ws.engine.connect() as conn:
+            relation = conn.execute(text("SELECT pg_relation_filepath('concepts')")).scalar_one()
+        ws.close()
+
+        def damage(data: Path) -> None:
+            with (data / relation).open("r+b") as heap:
+                heap.write(b"\xff" * 24)  # the first page's header: its bounds no longer make sense
+
+        server.restart(damage)  # so the page is read from disk
+        with pytest.raises(WorkspaceError) as info:
+            open_workspace(tmp_path / "ws").rows(select(t.concepts))
+        shown = url.replace("postgresql://", "postgresql+psycopg://")  # as the workspace connects: with its driver
+        assert str(info.value).startswith(f"the workspace database {shown} reports damaged data (invalid page in block 0 of "
+                                          f"relation {relation})")
+        assert str(info.value).endswith("ask its administrator to restore it from a backup (or REINDEX a damaged index)")
+        res = CliRunner().invoke(app, ["status", "-w", str(tmp_path / "ws")])
+        assert res.exit_code == 1 and res.output == f"error: {info.value}\n", res.output
+    finally:
+        server.stop()
 
 
 def test_damaged_git_objects_name_the_version_and_what_to_do(tmp_path):
