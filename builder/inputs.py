@@ -14,7 +14,10 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Iterator
 from functools import cache
+
+import yaml
 
 from builder.errors import InputError
 
@@ -85,3 +88,24 @@ def look(text: str) -> str:
     """What a name looks like: compatibility forms folded (ﬁ → fi, full-width → ASCII), invisible characters gone,
     spaces collapsed, case folded. Two names with the same look and different ids are reported, not merged."""
     return " ".join(unicodedata.normalize("NFKC", visible(text)).split()).casefold()
+
+
+def _scalars(node: yaml.Node | None) -> Iterator[yaml.ScalarNode]:
+    if isinstance(node, yaml.ScalarNode):
+        yield node
+    elif isinstance(node, yaml.SequenceNode):
+        for child in node.value:
+            yield from _scalars(child)
+    elif isinstance(node, yaml.MappingNode):
+        for key, value in node.value:
+            yield from _scalars(key)
+            yield from _scalars(value)
+
+
+def yaml_text_problem(root: yaml.Node | None) -> tuple[yaml.ScalarNode, str] | None:
+    """The first scalar of a composed YAML document (keys too) that `text_problem` refuses, and why; a file's
+    whole text is checked before it is read, so its error can name the line and column."""
+    for node in _scalars(root):
+        if problem := text_problem(node.value):
+            return node, problem
+    return None

@@ -161,6 +161,35 @@ def test_a_clock_needs_every_hour():
         parse_language(raw)
 
 
+def test_a_language_file_with_a_control_character_bad_yaml_or_bad_utf8_is_refused_with_its_line(tmp_path, monkeypatch):
+    import builder.m2c.language as language
+
+    shipped = (language.languages_dir() / "fr.yaml").read_text(encoding="utf-8")
+    line = shipped.splitlines().index("    DEF.SG.FEM: la") + 1
+    monkeypatch.setattr(language, "languages_dir", lambda: tmp_path)
+    path = tmp_path / "fr.yaml"
+    cases = {
+        shipped.replace("DEF.SG.FEM: la", "DEF.SG.FEM: \"l\\x07a\""): rf"^{path}:{line}:17: holds U\+0007 \(a control character\)",
+        shipped.replace("DEF.SG.FEM: la", "DEF.SG.FEM: [la"): rf"^{path}:{line + 1}:\d+: not valid YAML: ",
+        shipped.replace("DEF.SG.FEM: la", "DEF.SG.FEM: " + "a" * 2001): rf"^{path}:{line}:17: is 2,001 characters long",
+    }
+    try:
+        for text, error in cases.items():
+            load_language.cache_clear()
+            path.write_text(text, encoding="utf-8")
+            with pytest.raises(LanguageDataError, match=error):
+                load_language("fr")
+        load_language.cache_clear()
+        path.write_bytes(shipped.encode().replace(b"DEF.SG.FEM: la", b"DEF.SG.FEM: l\xe0"))
+        with pytest.raises(LanguageDataError, match=rf"^{path}:{line}: not valid UTF-8 \(invalid continuation byte\)"):
+            load_language("fr")
+        load_language.cache_clear()
+        path.write_text(shipped, encoding="utf-8")
+        assert load_language("fr").rules["ART"].lookup({"DEFINITENESS": "DEF", "NUMBER": "SG", "GENDER": "FEM"}) == "la"
+    finally:
+        load_language.cache_clear()
+
+
 def test_registered_and_template_local_functions():
     @register_function("shout")
     def shout(x, *, lang):

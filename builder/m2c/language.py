@@ -18,6 +18,7 @@ from typing import Any, NamedTuple
 
 import yaml
 
+from builder.inputs import yaml_text_problem
 from builder.m2c.errors import LanguageDataError
 from builder.paths import data_dir
 
@@ -377,11 +378,31 @@ def load_language(code: str) -> Language:
     path = languages_dir() / f"{code}.yaml"
     if not path.is_file():
         raise LanguageDataError(f"no M2C language data for {code!r} (have: {', '.join(available())})")
-    raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    raw = _read(path)
     try:
         return parse_language(raw)
     except (LanguageDataError, KeyError, TypeError, AttributeError, re.error) as exc:
         raise LanguageDataError(f"{path}: {exc}") from exc
+
+
+def _read(path: Path) -> Any:
+    """A language file's YAML, its text checked first as any user-supplied text is (`builder.inputs`): a file with
+    a control character, a lone surrogate or an overlong field is refused with its line and column."""
+    data = path.read_bytes()
+    try:
+        text = data.decode("utf-8")
+        found = yaml_text_problem(yaml.compose(text))
+        if found:
+            node, problem = found
+            raise LanguageDataError(f"{path}:{node.start_mark.line + 1}:{node.start_mark.column + 1}: {problem}")
+        return yaml.safe_load(text)
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise LanguageDataError(f"{path}:{line}: not valid UTF-8 ({exc.reason}): save it as UTF-8") from exc
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
+        raise LanguageDataError(f"{where}: not valid YAML: {getattr(exc, 'problem', None) or exc}") from exc
 
 
 def _dimension(name: str, spec: Any) -> Dimension:

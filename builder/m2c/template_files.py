@@ -29,7 +29,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict
 
-from builder.inputs import text_problem
+from builder.inputs import yaml_text_problem
 from builder.m2c.engine import Template
 from builder.m2c.errors import LanguageDataError, TemplateError, Where
 from builder.m2c.language import Language, available, load_language, with_dimensions
@@ -210,18 +210,9 @@ def _values(name: str, raw: Any, node: yaml.Node, path: str, lang: str, resolve:
 
 
 def _check_text(node: yaml.Node | None, path: str) -> None:
-    """Every scalar of the document (keys too) passes `inputs.text_problem`, or a `TemplateError` says where."""
-    if isinstance(node, yaml.ScalarNode):
-        problem = text_problem(node.value)
-        if problem:
-            raise TemplateError(problem, _where(node, path))
-    elif isinstance(node, yaml.SequenceNode):
-        for child in node.value:
-            _check_text(child, path)
-    elif isinstance(node, yaml.MappingNode):
-        for key, value in node.value:
-            _check_text(key, path)
-            _check_text(value, path)
+    """Every scalar of the document passes `inputs.text_problem`, or a `TemplateError` says where."""
+    if found := yaml_text_problem(node):
+        raise TemplateError(found[1], _where(found[0], path))
 
 
 def load_file(path: Path, *, resolve: Resolver | None = None, lang: str | None = None) -> list[TestTemplate]:
