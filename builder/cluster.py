@@ -29,6 +29,7 @@ from filelock import FileLock
 from pydantic import Field
 
 from builder.files import write_text
+from builder.llm.cache import Worker
 from builder.records import Record
 
 MAX_ATTEMPTS = 2  # an entry that failed this many times is reported with its log, not submitted again
@@ -93,6 +94,8 @@ class Entry:
 class Attempt(Record):
     executor: Executor
     job_id: str
+    host: str | None = None  # a local run's machine and process: running while that process is
+    pid: int | None = None
 
 
 class EntryRecord(Record):
@@ -180,8 +183,11 @@ def _state(folder: Path, record: EntryRecord, queue: dict[str, str]) -> EntrySta
     slurm = queue.get(job_id)
     if slurm in _QUEUED:
         return EntryState(state=_QUEUED[slurm], **common)
-    if record.attempts[-1].executor == "local":
-        detail = "the local run ended without a result (the process was killed)"
+    attempt = record.attempts[-1]
+    if attempt.executor == "local":
+        if not Worker(job_id, attempt.host or "", attempt.pid or 0).gone():
+            return EntryState(state="running", **common)
+        detail = "the local run ended without a result (its process was killed)"
     else:
         detail = f"the job ended {slurm or 'and left the queue'} without a result"
     return EntryState(state="failed", detail=detail, log_tail=_tail(paths.stderr) or _tail(paths.stdout), **common)
@@ -229,6 +235,8 @@ def submit(folder: Path, entries: Sequence[Entry], *, executor: Executor = "slur
             for e in todo:
                 _run_local(folder, e, records[e.name])
         else:
+            if todo and shutil.which("sbatch") is None:
+                raise ClusterError("no `sbatch` here: --executor slurm submits from a Slurm login node (or use --executor local)")
             for resources, group in _by_resources(todo):
                 _submit_array(folder, resources, group, records)
         return [_state(folder, _record(folder, e.name), _queue() if executor == "slurm" else {}) for e in entries]
@@ -263,8 +271,10 @@ def _run_local(folder: Path, entry: Entry, record: EntryRecord) -> None:
     """Run the entry here, writing its result (or its traceback) and its log where a Slurm task writes them."""
     from submitit.core.utils import cloudpickle_dump
 
-    job_id = f"local-{int(time.time() * 1000)}"
-    _save(folder, record.model_copy(update={"attempts": [*record.attempts, Attempt(executor="local", job_id=job_id)]}))
+    here = Worker.current()
+    attempt = Attempt(executor="local", job_id=f"local-{here.token[:12]}", host=here.host, pid=here.pid)
+    job_id = attempt.job_id
+    _save(folder, record.model_copy(update={"attempts": [*record.attempts, attempt]}))
     paths = _paths(folder, job_id)
     paths.folder.mkdir(parents=True, exist_ok=True)
     try:

@@ -8,6 +8,7 @@ import json
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import cloudpickle
@@ -116,9 +117,14 @@ def test_a_job_that_fails_twice_is_reported_with_its_log_and_not_submitted_again
 
 
 def test_the_local_executor_runs_the_same_entries_here_and_status_reads_them_alike(tmp_path):
-    folder, mark = tmp_path / "run", tmp_path / "ran"
-    entries = [entry("fine", 7, mark=mark), Entry("broken", lambda: _fail("bad input"))]
-    states = {s.name: s for s in cluster.submit(folder, entries, executor="local")}
+    folder, mark, gate = tmp_path / "run", tmp_path / "ran", tmp_path / "gate"
+    entries = [entry("fine", 7, gate, mark=mark), Entry("broken", lambda: _fail("bad input"))]
+    with ThreadPoolExecutor(1) as pool:
+        running = pool.submit(cluster.submit, folder, entries, executor="local")
+        _until("fine running", lambda: mark.is_file())
+        assert {s.name: s.state for s in cluster.status(folder)} == {"fine": "running"}  # its process is alive
+        gate.touch()
+        states = {s.name: s for s in running.result()}
     assert states["fine"].state == "done" and cluster.result(folder, "fine") == 49
     assert states["broken"].state == "failed" and "RuntimeError: bad input" in states["broken"].detail
     assert "bad input" in Path(states["broken"].log).read_text()
