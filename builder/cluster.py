@@ -28,6 +28,7 @@ from typing import Any, Literal
 from filelock import FileLock
 from pydantic import Field
 
+from builder.errors import BuilderError
 from builder.files import write_text
 from builder.llm.cache import Worker
 from builder.records import Record
@@ -41,7 +42,7 @@ _QUEUED = {"PENDING": "pending", "CONFIGURING": "pending", "REQUEUED": "pending"
            "STAGE_OUT": "running", "SIGNALING": "running", "RESIZING": "running"}
 
 
-class ClusterError(RuntimeError):
+class ClusterError(BuilderError):
     """Slurm refused a submission, or cannot be reached."""
 
 
@@ -84,7 +85,11 @@ class Resources(Record):
 
 @dataclass(frozen=True)
 class Entry:
-    """One job: `run()` computes the entry (it should resume from what an earlier attempt stored)."""
+    """One job: `run()` computes the entry (it should resume from what an earlier attempt stored).
+
+    `run` is pickled into the job folder: it carries no secret (an API key, a password); the job reads those
+    from the environment `sbatch` exports to it.
+    """
 
     name: str
     run: Callable[[], Any]

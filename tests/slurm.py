@@ -21,11 +21,13 @@ import time
 from pathlib import Path
 
 DAEMONS = ("munged", "slurmctld", "slurmd", "sinfo", "sbatch", "squeue", "scancel", "mungekey")
+MIN_CPUS = 4
 UP_TIMEOUT_S = 120  # a bound on waiting for the node to come up idle, not a measure
 
 
 class SlurmUnavailable(RuntimeError):
-    """No Slurm or munge binaries here, or not running as root (the test cluster's daemons run as root)."""
+    """No Slurm or munge binaries here, not running as root (the test cluster's daemons run as root), or a cluster
+    that did not come up (with its daemons' log tails)."""
 
 
 def _free_port() -> int:
@@ -42,12 +44,15 @@ def _which(name: str) -> str:
 
 
 def _node() -> str:
-    """This machine's `slurmd -C` line (NodeName, CPUs, sockets, cores, memory), without its UpTime."""
+    """This machine as a Slurm node (`slurmd -C`'s name and memory), with at least `MIN_CPUS` CPUs.
+
+    `SlurmdParameters=config_overrides` lets slurmd take a count larger than the machine's, so that the tests'
+    array tasks (one CPU each) run side by side on a one- or two-core CI machine.
+    """
     line = subprocess.run([_which("slurmd"), "-C"], capture_output=True, text=True, check=True).stdout.splitlines()[0]
-    words = [w for w in line.split() if not w.startswith("UpTime=")]
-    memory = next(int(w.split("=")[1]) for w in words if w.startswith("RealMemory="))
-    words = [w if not w.startswith("RealMemory=") else f"RealMemory={max(memory - 512, 256)}" for w in words]
-    return " ".join(words) + " NodeAddr=127.0.0.1 State=UNKNOWN"
+    fields = dict(w.split("=", 1) for w in line.split() if "=" in w)
+    cpus, memory = max(int(fields["CPUs"]), MIN_CPUS), max(int(fields["RealMemory"]) - 512, 256)
+    return f"NodeName={fields['NodeName']} CPUs={cpus} RealMemory={memory} NodeAddr=127.0.0.1 State=UNKNOWN"
 
 
 class SlurmCluster:
@@ -81,14 +86,16 @@ class SlurmCluster:
         d = self.root / "munge"
         d.mkdir(mode=0o700)
         key = d / "munge.key"
-        subprocess.run([_which("mungekey"), "--create", "--keyfile", str(key)], check=True, capture_output=True)
+        made = subprocess.run([_which("mungekey"), "--create", "--keyfile", str(key)], capture_output=True, text=True)
+        if made.returncode:
+            raise SlurmUnavailable(f"mungekey could not make a key: {made.stderr.strip()}")
         self._daemon("munged", "munged", "--force", f"--socket={self.socket}", f"--key-file={key}",
                      f"--pid-file={d / 'munged.pid'}", f"--log-file={d / 'munged.log'}", f"--seed-file={d / 'munged.seed'}")
 
     def _configure(self) -> None:
         for sub in ("state", "spool"):
             (self.root / sub).mkdir()
-        host = socket.gethostname()
+        host, node = socket.gethostname(), _node()
         ctld, slurmd = _free_port(), _free_port()
         self.conf.write_text("\n".join([
             "ClusterName=builder-test",
@@ -108,6 +115,7 @@ class SlurmCluster:
             "SelectTypeParameters=CR_Core_Memory",
             "SchedulerType=sched/backfill",
             "ReturnToService=2",
+            "SlurmdParameters=config_overrides",
             "MpiDefault=none",
             "KillWait=5",
             "InactiveLimit=0",
@@ -118,8 +126,8 @@ class SlurmCluster:
             f"SlurmdPidFile={self.root / 'slurmd.pid'}",
             f"SlurmctldLogFile={self.root / 'slurmctld.log'}",
             f"SlurmdLogFile={self.root / 'slurmd.log'}",
-            _node(),
-            f"PartitionName=debug Nodes={_node().split()[0].split('=')[1]} Default=YES MaxTime=INFINITE State=UP",
+            node,
+            f"PartitionName=debug Nodes={node.split()[0].split('=')[1]} Default=YES MaxTime=INFINITE State=UP",
             "",
         ]))
 
@@ -127,7 +135,7 @@ class SlurmCluster:
         done = subprocess.run([_which(args[0]), *args[1:]], capture_output=True, text=True, stdin=subprocess.DEVNULL,
                               env={**os.environ, **self.env}, timeout=60)
         if done.returncode:
-            raise RuntimeError(f"{name} did not start ({done.returncode}): {done.stderr.strip()}\n{self.log_tails()}")
+            raise SlurmUnavailable(f"{name} did not start ({done.returncode}): {done.stderr.strip()}\n{self.log_tails()}")
 
     def run(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
         """A Slurm client command (`sinfo`, `squeue`, `scancel`, `sbatch`) against this cluster."""
@@ -142,7 +150,7 @@ class SlurmCluster:
             if state == "idle":
                 return
             time.sleep(0.5)
-        raise RuntimeError(f"the Slurm node never came up idle within {UP_TIMEOUT_S} s (sinfo: {state!r})\n{self.log_tails()}")
+        raise SlurmUnavailable(f"the Slurm node never came up idle within {UP_TIMEOUT_S} s (sinfo: {state!r})\n{self.log_tails()}")
 
     def log_tails(self, chars: int = 1500) -> str:
         logs = [self.root / "slurmctld.log", self.root / "slurmd.log", self.root / "munge" / "munged.log"]
