@@ -28,7 +28,7 @@ from typing import Any, Literal
 from filelock import FileLock
 from pydantic import Field
 
-from builder.errors import BuilderError
+from builder.errors import BuilderError, InputError
 from builder.files import write_text
 from builder.llm.cache import Worker
 from builder.records import Record
@@ -227,7 +227,7 @@ def submit(folder: Path, entries: Sequence[Entry], *, executor: Executor = "slur
     """
     names = [e.name for e in entries]
     if len(set(names)) != len(names):
-        raise ValueError(f"entry names repeat: {sorted({n for n in names if names.count(n) > 1})}")
+        raise InputError(f"entry names repeat: {', '.join(sorted({n for n in names if names.count(n) > 1}))}")
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     with FileLock(str(folder / ".submit.lock")):
@@ -244,7 +244,8 @@ def submit(folder: Path, entries: Sequence[Entry], *, executor: Executor = "slur
                 raise ClusterError("no `sbatch` here: --executor slurm submits from a Slurm login node (or use --executor local)")
             for resources, group in _by_resources(todo):
                 _submit_array(folder, resources, group, records)
-        return [_state(folder, _record(folder, e.name), _queue() if executor == "slurm" else {}) for e in entries]
+        queue = _queue() if executor == "slurm" else {}
+        return [_state(folder, _record(folder, e.name), queue) for e in entries]
 
 
 def _by_resources(entries: Sequence[Entry]) -> list[tuple[Resources, list[Entry]]]:
