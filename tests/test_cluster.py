@@ -50,6 +50,7 @@ def _states(folder: Path) -> dict[str, cluster.EntryState]:
     return {s.name: s for s in cluster.status(folder)}
 
 
+@pytest.mark.slurm
 def test_entries_go_as_one_array_per_resources_and_any_process_reads_their_state(slurm, tmp_path):
     gate = tmp_path / "gate"
     small = Resources(cpus=1, mem="200M", time="0:10:00")
@@ -78,6 +79,7 @@ def test_entries_go_as_one_array_per_resources_and_any_process_reads_their_state
     assert [cluster.result(tmp_path / "run", n) for n in "abc"] == [4, 9, 16]
 
 
+@pytest.mark.slurm
 def test_a_cancelled_job_is_resubmitted_by_the_same_call_and_a_done_one_is_not(slurm, tmp_path):
     folder, gate, mark = tmp_path / "run", tmp_path / "gate", tmp_path / "ran"
     entries = [entry("quick", 5, mark=mark), entry("slow", 6, gate, mark=mark)]
@@ -99,6 +101,7 @@ def test_a_cancelled_job_is_resubmitted_by_the_same_call_and_a_done_one_is_not(s
     assert sorted(mark.read_text().split()) == ["5", "6", "6"]  # quick ran once; slow twice (cancelled, then resubmitted)
 
 
+@pytest.mark.slurm
 def test_a_job_that_fails_twice_is_reported_with_its_log_and_not_submitted_again(slurm, tmp_path):
     folder = tmp_path / "run"
     entries = [Entry("broken", lambda: _fail("no such model: /models/missing"), Resources())]

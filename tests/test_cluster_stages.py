@@ -22,7 +22,7 @@ from builder.seeds import import_seeds
 from builder.workspace import schema as t
 from builder.workspace.store import init_workspace
 
-pytestmark = pytest.mark.postgresql
+pytestmark = [pytest.mark.postgresql, pytest.mark.slurm]
 
 ROOT = Path(__file__).resolve().parent.parent
 N_ITEMS = 108 + 85  # concepts + properties of the bundled sample
