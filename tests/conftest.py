@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from postgres import PostgresServer, PostgresUnavailable
+from slurm import SlurmCluster, SlurmUnavailable
 
 from annotation import server as ls_server
 from builder.llm.cache import LLMCache
@@ -51,6 +52,26 @@ def postgres():
     yield server
     os.environ.pop("PGPASSWORD", None)
     server.stop()
+
+
+@pytest.fixture(scope="session")
+def slurm():
+    """A single-node Slurm for the session (slurmctld, slurmd, munged), `SLURM_CONF` set as on a login node.
+
+    Skipped where Slurm or munge is missing, unless BUILDER_TEST_SLURM=required (CI sets it); a cluster that
+    does not come up fails with its daemons' log tails.
+    """
+    try:
+        cluster = SlurmCluster.start()
+    except SlurmUnavailable as exc:
+        if os.environ.get("BUILDER_TEST_SLURM") == "required":
+            raise
+        pytest.skip(f"Slurm tests: {exc}")
+    os.environ.update(cluster.env)
+    yield cluster
+    for var in cluster.env:
+        os.environ.pop(var, None)
+    cluster.stop()
 
 
 @pytest.fixture
