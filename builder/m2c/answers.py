@@ -144,10 +144,16 @@ def _tokens(text: str, lang: Language, numbers: bool) -> list[list[str]]:
     return out
 
 
-def _akin(word: str, other: str, spaced: bool) -> bool:
+def _bare(word: str, clitics: tuple[str, ...]) -> str:
+    """A word without a clitic written onto it (الأفقر -> أفقر), where two letters or more remain."""
+    return next((word[len(c):] for c in clitics if word.startswith(c) and len(word) - len(c) >= 2), word)
+
+
+def _akin(word: str, other: str, spaced: bool, clitics: tuple[str, ...] = ()) -> bool:
     """The same word, or (spaced languages) another form of it: a shared stem of four letters or more
-    that leaves at most two letters of the shorter word (груши ~ груш, queda ~ quedan)."""
-    if word == other:
+    that leaves at most two letters of the shorter word (груши ~ груш, queda ~ quedan), also once a
+    clitic is taken off either (أفقر ~ الأفقر)."""
+    if word == other or (clitics and _bare(word, clitics) == _bare(other, clitics)):
         return True
     if not spaced or min(len(word), len(other)) < 4:
         return False
@@ -175,23 +181,25 @@ def _in_sentence(reply: str, candidate: str, question: str, context: str, lang: 
     negated = any(w in negation for w in words)
     scope = {w for part in asked for i, n in enumerate(part) if n in negation for w in part[i + 1:]}
 
+    clitics = lang.replies.clitics
+
     def asks(w: str) -> bool:  # a word of the question's own, not one any reply may hold
-        return w not in lang.replies.words and w not in negation and any(_akin(w, q, lang.spaced) for q in words)
+        return w not in lang.replies.words and w not in negation and any(_akin(w, q, lang.spaced, clitics) for q in words)
 
     told = {w for part in _tokens(context, lang, numbers) for w in part}
     after = said[at + len(cand):]
     content = [w for w in said if asks(w)]
     echo = bool(after) and (after[0] in lang.replies.words or after[0] in negation or asks(after[0])) and any(
-        asks(w) and not any(_akin(w, c, lang.spaced) for c in told) for w in after) and len(content) == len(set(content))
+        asks(w) and not any(_akin(w, c, lang.spaced, clitics) for c in told) for w in after) and len(content) == len(set(content))
     echoed, first, last = 0, -1, -1
     for i, w in enumerate(rest):
         if w in negation:
             if not negated:
                 return 0
-        elif w not in lang.replies.words and not any(_akin(w, q, lang.spaced) for q in words):
+        elif w not in lang.replies.words and not any(_akin(w, q, lang.spaced, clitics) for q in words):
             echoed, last = echoed + 1, i - at
             first = last if first < 0 else first
-            if not (echo and i >= at and echoed <= ECHOED and any(_akin(w, c, lang.spaced) for c in told)):
+            if not (echo and i >= at and echoed <= ECHOED and any(_akin(w, c, lang.spaced, clitics) for c in told)):
                 return 0
     if echoed and not lang.spaced and not (first > 0 and after[first - 1] in lang.replies.words
                                            and any(asks(w) for w in after[last + 1:])):
