@@ -104,6 +104,26 @@ def test_chinese_measure_word_generic_classifier_is_a_wrong_form():
             assert validate(t.answer.rstrip("。"), t, "zh").correct
 
 
+def test_chinese_spatial_asks_every_localizer():
+    """A localizer short of a variant once dropped its fills: only 上面 and 下面 were ever asked."""
+    answers = {t.answer[-3:-1] for t in _tests("zh", "spatial", 300)}
+    assert answers == {"上面", "下面", "旁边", "后面", "前面"}
+
+
+def test_swedish_nothing_stands_on_a_bed_or_a_sofa_and_ovanpa_says_pa():
+    tests = _tests("sv", "spatial", 1000)
+    assert not any(re.search(r"står på (sängen|soffan)", t.context) for t in tests)
+    on = [t for t in tests if t.answer.startswith("På ")]
+    assert on and all(validate("Ovanpå " + t.answer[3:], t, "sv").correct for t in on)
+
+
+def test_swahili_time_activities_last_as_they_can_in_the_waking_day():
+    longest = {"kupika": 3, "kufua nguo": 3, "kuandika barua": 3, "kusoma": 5, "kushona nguo": 5, "kusafisha nyumba": 5}
+    for t in _tests("sw", "time", 500):
+        hours, start = int(t.fills["hours"]["lemma"]), int(t.fills["hour"]["lemma"])
+        assert hours <= longest.get(t.fills["act"]["lemma"], 9) and 7 <= start <= 22, t.context
+
+
 def _write(tmp_path: Path, body: str) -> Path:
     path = tmp_path / "de" / "spatial.yaml"
     path.parent.mkdir(exist_ok=True)
