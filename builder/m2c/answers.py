@@ -11,7 +11,11 @@ correct when it holds the gold answer (or an accepted variant) and otherwise onl
 question, in any of their forms, and the language's reply words (`replies.words`: pronouns, copulas,
 "the answer is"), keeping the question's negation and adding none: "The cup is behind the bed." and
 "It's behind the bed." for "Behind the bed.", "John is not a doctor." for "John.", but neither "John is a
-doctor." nor "Not John.". A sentence built around another form of the gold lexeme is a morphological
+doctor." nor "Not John.". After the gold and a word that only the question has (its predicate: "weaker"),
+such a sentence may also repeat up to two words of the context ("Sarah is weaker than David.", and where words
+are not spaced only after a reply word and before more of the question's: "陈静比张伟穷。", not "三个橙子"),
+but not put a word of the context first ("Sarah and David") nor say the question's predicate twice ("Peter is
+not a doctor, Maria is not a doctor"). A sentence built around another form of the gold lexeme is a morphological
 error. A language's `replies.wrong` patterns are forms that are never right (Chinese 二 before a
 measure word): such a reply naming the right number is a morphological error, not a match.
 """
@@ -114,10 +118,11 @@ def validate(reply: str, test: Any, language: str | Language) -> Verdict:
         if re.fullmatch(pattern, reply.strip(), re.I) or re.fullmatch(pattern, r, re.I):
             return Verdict(correct=True, morphological_error=False, matched="re:" + pattern, how="regex")
     question = test.get("question") if isinstance(test, Mapping) else getattr(test, "question", "")
+    context = (test.get("context") if isinstance(test, Mapping) else getattr(test, "context", "")) or ""
     if question:  # the longest answer the sentence states decides ("He was a engineer": not "engineer"), then
         # words as written over numbers read as digits ("Queda una.": the wrong gender, not "1"), then the gold
         found = [(span, not numbers, right, c) for numbers in (False, True) for right, cands in ((True, golds), (False, forms))
-                 for c in cands if (span := _in_sentence(reply, c, question, lang, numbers))]
+                 for c in cands if (span := _in_sentence(reply, c, question, context, lang, numbers))]
         if found:
             *_, right, c = max(found, key=lambda x: x[:3])
             if right and not wrong:
@@ -139,10 +144,16 @@ def _tokens(text: str, lang: Language, numbers: bool) -> list[list[str]]:
     return out
 
 
-def _akin(word: str, other: str, spaced: bool) -> bool:
+def _bare(word: str, clitics: tuple[str, ...]) -> str:
+    """A word without a clitic written onto it (الأفقر -> أفقر), where two letters or more remain."""
+    return next((word[len(c):] for c in clitics if word.startswith(c) and len(word) - len(c) >= 2), word)
+
+
+def _akin(word: str, other: str, spaced: bool, clitics: tuple[str, ...] = ()) -> bool:
     """The same word, or (spaced languages) another form of it: a shared stem of four letters or more
-    that leaves at most two letters of the shorter word (груши ~ груш, queda ~ quedan)."""
-    if word == other:
+    that leaves at most two letters of the shorter word (груши ~ груш, queda ~ quedan), also once a
+    clitic is taken off either (أفقر ~ الأفقر)."""
+    if word == other or (clitics and _bare(word, clitics) == _bare(other, clitics)):
         return True
     if not spaced or min(len(word), len(other)) < 4:
         return False
@@ -150,9 +161,12 @@ def _akin(word: str, other: str, spaced: bool) -> bool:
     return stem >= 4 and stem >= min(len(word), len(other)) - 2
 
 
-def _in_sentence(reply: str, candidate: str, question: str, lang: Language, numbers: bool) -> int:
+ECHOED = 2  # words of the context a sentence may repeat after the gold ("than David")
+
+
+def _in_sentence(reply: str, candidate: str, question: str, context: str, lang: Language, numbers: bool) -> int:
     """How many words of the reply the candidate is, when the reply states it in a sentence made of the
-    question's words (see the module); 0 when it does not."""
+    question's words, and after them at most `ECHOED` words of the context (see the module); 0 when it does not."""
     said = [w for part in _tokens(reply, lang, numbers) for w in part]
     cand = [w for part in _tokens(candidate, lang, numbers) for w in part]
     if not cand or len(cand) >= len(said):
@@ -166,12 +180,30 @@ def _in_sentence(reply: str, candidate: str, question: str, lang: Language, numb
     negation = lang.replies.negation
     negated = any(w in negation for w in words)
     scope = {w for part in asked for i, n in enumerate(part) if n in negation for w in part[i + 1:]}
-    for w in rest:
+
+    clitics = lang.replies.clitics
+
+    def asks(w: str) -> bool:  # a word of the question's own, not one any reply may hold
+        return w not in lang.replies.words and w not in negation and any(_akin(w, q, lang.spaced, clitics) for q in words)
+
+    told = {w for part in _tokens(context, lang, numbers) for w in part}
+    after = said[at + len(cand):]
+    content = [w for w in said if asks(w)]
+    echo = bool(after) and (after[0] in lang.replies.words or after[0] in negation or asks(after[0])) and any(
+        asks(w) and not any(_akin(w, c, lang.spaced, clitics) for c in told) for w in after) and len(content) == len(set(content))
+    echoed, first, last = 0, -1, -1
+    for i, w in enumerate(rest):
         if w in negation:
             if not negated:
                 return 0
-        elif w not in lang.replies.words and not any(_akin(w, q, lang.spaced) for q in words):
-            return 0
+        elif w not in lang.replies.words and not any(_akin(w, q, lang.spaced, clitics) for q in words):
+            echoed, last = echoed + 1, i - at
+            first = last if first < 0 else first
+            if not (echo and i >= at and echoed <= ECHOED and any(_akin(w, c, lang.spaced, clitics) for c in told)):
+                return 0
+    if echoed and not lang.spaced and not (first > 0 and after[first - 1] in lang.replies.words
+                                           and any(asks(w) for w in after[last + 1:])):
+        return 0  # unspaced, an echo only follows a reply word and precedes the question's ("陈静比张伟穷", not "三个橙子")
     before = at - 1
     while before >= 0 and said[before] in lang.replies.words:
         before -= 1

@@ -251,19 +251,22 @@ _SENTENCE = re.compile(r"([.?!]\s+)(\w)")
 class Replies:
     """What answer validation needs to know of a language (`replies:` in its file): the words a
     whole-sentence reply may add to the question's (pronouns, copulas, "the answer is"), its negation
-    words, and forms that are never right (Chinese 二 before a measure word, where 两 belongs)."""
+    words, forms that are never right (Chinese 二 before a measure word, where 两 belongs), and clitics
+    a word of the reply may have or lack against the question's (Arabic ال)."""
 
     words: frozenset[str] = frozenset()
     negation: frozenset[str] = frozenset()
     wrong: tuple[re.Pattern, ...] = ()
+    clitics: tuple[str, ...] = ()  # written onto the next word (Arabic ال): أفقر is the question's الأفقر
 
 
 def _replies(raw: Any) -> Replies:
     raw = raw or {}
-    unknown = set(raw) - {"words", "negation", "wrong"}
+    unknown = set(raw) - {"words", "negation", "wrong", "clitics"}
     if unknown:
-        raise LanguageDataError(f"replies: unknown keys {sorted(unknown)} (words, negation, wrong)")
-    return Replies(_folded(raw.get("words")), _folded(raw.get("negation")), tuple(re.compile(p) for p in raw.get("wrong") or []))
+        raise LanguageDataError(f"replies: unknown keys {sorted(unknown)} (words, negation, wrong, clitics)")
+    return Replies(_folded(raw.get("words")), _folded(raw.get("negation")), tuple(re.compile(p) for p in raw.get("wrong") or []),
+                   tuple(sorted(_folded(raw.get("clitics")), key=len, reverse=True)))
 
 
 def _folded(words: Any) -> frozenset[str]:
