@@ -101,6 +101,17 @@ def load_release_m2c(source: str | Path, version: str, langs: list[str] | None =
     return pd.concat(frames, ignore_index=True), chosen
 
 
+def sample_rows(rows: pd.DataFrame, n: int | None, seed: int, key: str, by: list[str]) -> pd.DataFrame:
+    """At most `n` rows of each group of `by` (every row when `n` is None), in their order: those whose sha256 of the
+    seed and `key` ranks lowest. The same rows on every run and machine, and a larger `n` keeps a smaller one's rows,
+    so a sample's results are a part of the whole run's."""
+    if n is None or rows.empty:
+        return rows
+    rank = rows[key].map(lambda k: int.from_bytes(hashlib.sha256(f"{seed}|{k}".encode()).digest()[:7], "big"))
+    kept = rank.groupby([rows[c] for c in by]).rank(method="first") <= n
+    return rows[kept.to_numpy()]
+
+
 @dataclass
 class ReleaseData:
     """Everything an evaluation run reads from one release."""
