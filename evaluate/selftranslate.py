@@ -22,7 +22,7 @@ source language and negative type, drawn by seed), and the report says so.
 
 A local model decides by scoring "A" and "B" where its reply begins (after the chat template's
 rendering of the prompt, for a chat model: it never gives an invalid answer); a model behind an
-endpoint answers in free text, read by `evaluate.answers.normalize`, with or without
+endpoint answers in free text, read by `evaluate.answers.read_answer`, with or without
 `--score-endpoint`: the server applies its own chat template and does not say which, so where the
 reply begins is not known to score it.
 """
@@ -40,7 +40,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from builder.errors import InputError
 from builder.paths import data_dir
-from evaluate.answers import normalize
+from evaluate.answers import read_answer
 from evaluate.data import sample_rows
 from evaluate.decision_agreement import breakdown, label_distribution
 from evaluate.methods import ALL, ITEM_COLUMNS, Context, EvalOptions, MethodOutput, Score, register
@@ -250,7 +250,7 @@ class SelfTranslate:
             return [x or "" for x in letters], letters
         replies = ctx.generator.generate(prompts, max_new_tokens=MAX_ANSWER_TOKENS, stage="selftranslate: answer", lang=lang,
                                          progress=lambda d, t: ctx.progress(task, d, t))
-        return replies, [normalize(r, LETTERS, lang) for r in replies]
+        return replies, [read_answer(r, LETTERS, lang) for r in replies]
 
     def original(self, ctx: Context, pairs: pd.DataFrame, source: str, words: SourcePrompts) -> Original:
         rows = sample_rows(pairs[pairs["lang"] == source], ctx.options.sample_selftranslate, ctx.options.seed, "pair_id",
