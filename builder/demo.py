@@ -2,7 +2,8 @@
 
 Seeds → LLM translation → review in a local Label Studio → sentence generation and pair audits → sentence review →
 M2C fills, their review and rendering → release 0.1.0 → evaluation of SmolLM2-135M-Instruct (the default
-model, installed with the project) with every method → gates → report. `model="toy"` evaluates a toy
+model, installed with the project) with every method, on a stated sample of the M2C tests and self-translation
+pairs (`DEMO_SAMPLE`) → gates → report. `model="toy"` evaluates a toy
 trained on the spot instead, for fast runs; a toy cannot translate, so self-translation is then the LLM's.
 Every step resumes: a second run re-uses the workspace, the LLM cache, the release and the results.
 Without `auto_review` it stops at the first review and says how to continue. Each step reports to the console it is
