@@ -12,8 +12,8 @@ Variants of the score, all recorded:
 - `*_per_token`, `*_per_char`, `*_per_byte`: each divided by the scored tokens, characters or
   UTF-8 bytes (characters and bytes differ for non-Latin scripts: both are given).
 All pairs' variants are read at once from flat arrays; per-pair Python only finds where the
-conditional part starts (on a small model, per-pair bookkeeping was a third of the cost of the
-forward pass).
+conditional part starts (on a small model, per-pair bookkeeping in Python would cost about a third of
+the forward pass).
 """
 
 from __future__ import annotations
