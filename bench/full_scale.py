@@ -138,11 +138,11 @@ def synthesise(directory: Path, size: float) -> dict:
     from builder.llm.cache import LLMCache
     from builder.llm.client import LLMClient
     from builder.llm.config import LLMSettings
-    from builder.llm.standin import StandinServer
     from builder.prompts import load as load_prompt
     from builder.records import SentencePair
     from builder.reviews import ReviewProject, accept, current_pairs, remember_project
     from builder.seeds import import_seeds
+    from builder.testing.standin import StandinServer
     from builder.translate import translate
     from builder.workspace import schema as t
     from builder.workspace.store import init_workspace, now

@@ -4,7 +4,7 @@ against the same prompts read whole.
 The demo's M2C tests (German and Chinese, rendered by the real stages from the bundled sample) are asked zero-shot
 and one-shot as `evaluate.m2c` asks them; every `STRIDE`th prompt is generated (20 new tokens, the model's batch
 size, `THREADS` threads) by `TransformersGenerator` twice: as the baseline, batched by length with each prompt
-read whole (the generator as it was, and as it runs for models that do not pack), then reading a batch's prompts as
+read whole (as the generator runs for models that do not pack), then reading a batch's prompts as
 one packed prefix tree. The replies must be identical. Beside the times: the prompt positions each read (the
 decoder's work before decoding; decoding is the same in both). Ends with one line: BENCH generation key=value ...
 """

@@ -7,7 +7,7 @@ the conversion is not timed) and runs `run_evaluation` with the three methods; i
 method's seconds, the whole wall time and its own peak resident memory (VmHWM, model included).
 Then the unique sentences are scored by the platform's `Scorer` alone, and by lm-eval's
 `HFLM.loglikelihood` and minicons's `sequence_score` (with BOS, summed) in their own environment
-(`evaluate.parity`), each on the same sentences, batch size, threads and BOS, set-up untimed; the
+(`builder.testing.parity`), each on the same sentences, batch size, threads and BOS, set-up untimed; the
 speed-ups are their seconds over ours, and the largest difference in nats is reported with the
 number of differing decisions. Beside them, the work ratio: lm-eval's multiply-adds of the weights
 over ours (its padded positions through the decoder and the whole output layer; ours through the
@@ -96,9 +96,9 @@ def main() -> None:
     from sample_workspace import build_sample_release  # the demo's data, built by the real stages
 
     from builder.default_model import gguf_path
+    from builder.testing.parity import compare, ensure_environment, run_references
     from evaluate.data import load_release
     from evaluate.gguf import converted
-    from evaluate.parity import compare, ensure_environment, run_references
 
     folder, _ = converted(gguf_path(), log=lambda m: print(m, flush=True))
     ensure_environment()

@@ -54,7 +54,7 @@ def main() -> None:
     langs = [c for c in registry() if c != "en"]
     assert len(langs) == 17, langs
     # The server runs in its own process, as a real endpoint would, so it does not share our GIL.
-    server = subprocess.Popen([sys.executable, "-m", "builder.llm.standin", "--latency", str(LATENCY_S)],
+    server = subprocess.Popen([sys.executable, "-m", "builder.testing.standin", "--latency", str(LATENCY_S)],
                               stdout=subprocess.PIPE, text=True)
     try:
         base_url = server.stdout.readline().strip()

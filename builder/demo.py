@@ -2,7 +2,8 @@
 
 Seeds → LLM translation → review in a local Label Studio → sentence generation and pair audits → sentence review →
 M2C fills, their review and rendering → release 0.1.0 → evaluation of SmolLM2-135M-Instruct (the default
-model, installed with the project) with every method → gates → report. `model="toy"` evaluates a toy
+model, installed with the project) with every method, on a stated sample of the M2C tests and self-translation
+pairs (`DEMO_SAMPLE`) → gates → report. `model="toy"` evaluates a toy
 trained on the spot instead, for fast runs; a toy cannot translate, so self-translation is then the LLM's.
 Every step resumes: a second run re-uses the workspace, the LLM cache, the release and the results.
 Without `auto_review` it stops at the first review and says how to continue. Each step reports to the console it is
@@ -36,7 +37,7 @@ from builder.translate import translate
 from builder.workspace.store import Workspace, init_workspace
 from evaluate.data import load_release
 from evaluate.gates import check, load_rules, verdict
-from evaluate.methods import resolve
+from evaluate.methods import EvalOptions, resolve
 from evaluate.models import load_model
 from evaluate.report import build_report
 from evaluate.run import run_evaluation
@@ -50,6 +51,9 @@ RECORDING_MODEL = "sample-recording"  # replies written for the sample, not a li
 TOY_STEPS = 600
 TOY = "toy"  # `--model toy`: a toy trained on the release's sentences, instead of the default model
 DEMO_METHODS = ("direct", "meta", "neuro", "consistency", "selftranslate", "m2c")
+# The demo asks a sample of the M2C tests and of the self-translation pairs, drawn by seed, so that the whole loop
+# runs in about ten minutes on two cores; `builder eval run` asks every one unless given --sample-m2c/-selftranslate.
+DEMO_SAMPLE = EvalOptions(sample_m2c=8, sample_selftranslate=6)
 # A toy cannot translate: with --model toy, self-translation is shown on the LLM's replies instead
 # (the configured endpoint, or the recording), and the toy runs every other method.
 LLM_METHODS = ("selftranslate",)
@@ -195,23 +199,27 @@ def _evaluate(ws: Workspace, console: Console, release: Path, model: str | None,
     out = ws.directory / "eval" / DEMO_VERSION
     methods = resolve(list(names))
     console.print(f" 9/10 evaluate {loaded.info.name} on {len(data.pairs)} pairs with {', '.join(m.name for m in methods)} "
-                  f"({loaded.info.device}, {loaded.info.dtype})")
+                  f"({loaded.info.device}, {loaded.info.dtype}); a sample, drawn with seed {DEMO_SAMPLE.seed}, of "
+                  f"{DEMO_SAMPLE.sample_m2c} M2C tests per language and test type and of {DEMO_SAMPLE.sample_selftranslate} "
+                  "self-translation pairs per negative type")
     with progress(console) as show:
-        results = run_evaluation(data.pairs, data.dataset, loaded, methods, out, progress=show, m2c=data.m2c)
+        results = run_evaluation(data.pairs, data.dataset, loaded, methods, out, DEMO_SAMPLE, show, m2c=data.m2c)
     result.results, result.report, passed = out, *_gates_and_report(console, results, out)
     if names != DEMO_METHODS:
         llm_out = out / "llm"
         console.print(f"      evaluate the LLM on {', '.join(LLM_METHODS)} (it translates the English items itself)")
         with progress(console) as show:
-            llm = self_translation(data.pairs, data.dataset, settings, llm_out, show)
+            llm = self_translation(data.pairs, data.dataset, settings, llm_out, show, DEMO_SAMPLE)
         result.llm_results, result.llm_report, llm_passed = llm_out, *_gates_and_report(console, llm, llm_out)
         passed = passed and llm_passed
     result.gates_passed = passed
 
 
-def self_translation(pairs, info, settings: LLMSettings, out: Path, show: Show | None = None):
-    """The LLM's self-translation consistency on the release (replayed from the recording when no endpoint is set)."""
-    return run_evaluation(pairs, info, None, resolve(list(LLM_METHODS)), out, progress=show, endpoint=settings)
+def self_translation(pairs, info, settings: LLMSettings, out: Path, show: Show | None = None,
+                     options: EvalOptions = EvalOptions()):
+    """The LLM's self-translation consistency on the release (replayed from the recording when no endpoint is set):
+    of every pair unless `options` asks for a sample (the recording holds replies for every pair)."""
+    return run_evaluation(pairs, info, None, resolve(list(LLM_METHODS)), out, options, show, endpoint=settings)
 
 
 def _gates_and_report(console: Console, results, out: Path) -> tuple[Path, bool]:

@@ -16,8 +16,8 @@ from builder.generate import english_sentence
 from builder.llm.cache import LLMCache
 from builder.llm.config import RECORDED_AS, LLMSettings
 from builder.llm.recording import export_recording
-from builder.llm.standin import Lexicon, StandinServer
 from builder.paths import sample_dir
+from builder.testing.standin import Lexicon, StandinServer
 from builder.workspace.store import open_workspace
 from evaluate.backends import CACHE_FILE
 from evaluate.data import load_release_pairs

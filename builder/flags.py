@@ -39,7 +39,7 @@ class Flag(BaseModel):
     @field_validator("attempts", mode="before")
     @classmethod
     def _once(cls, v: int | None) -> int:
-        return 1 if v is None else v  # flags from before they were counted, and audits' flags
+        return 1 if v is None else v  # a flag that records no count (audits' flags; a migrated workspace's) ran once
 
     @property
     def exhausted(self) -> bool:

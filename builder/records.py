@@ -65,7 +65,7 @@ class Language(Record):
     spaced: bool = True
     meta_prompt: str | None = None  # the paper's Figure 8 prompt, byte for byte where the paper has one
     # The meta prompt with the paper's mistakes corrected (a yes/no question, broken agreement, Latin punctuation in
-    # a script with its own); None where the paper's prompt is right. Releases made before it existed lack it.
+    # a script with its own); None where the paper's prompt is right, and where a release declares none.
     corrected_meta_prompt: str | None = None
     generation_notes: str = ""
     builtin: bool = True

@@ -109,7 +109,7 @@ class CallCounts(BaseModel):
 
     stage: str
     model: str
-    mode: str | None  # None: stored before modes were recorded
+    mode: str | None  # None: the calls record no mode (stored by a workspace of schema 5 or older)
     calls: int
     tokens_in: int
     tokens_out: int

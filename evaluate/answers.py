@@ -317,7 +317,7 @@ def _reader(choices: tuple[str, ...], lang: str) -> _Reader:
     return _Reader(choices, lang)
 
 
-def normalize(text: str, choices: Sequence[str], lang: str) -> str | None:
+def read_answer(text: str, choices: Sequence[str], lang: str) -> str | None:
     """The one choice the reply gives as its answer, returned exactly as listed in `choices`, else None.
 
     `choices` are the canonical English "yes"/"no", option letters ("A", "B", …) or concept words in `lang`.

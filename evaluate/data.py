@@ -14,6 +14,7 @@ from builder import releases
 from builder.errors import BuilderError
 from builder.records import NEGATIVE_TYPES
 from builder.releases.declarations import config_language, from_manifest
+from builder.releases.features import is_m2c
 from evaluate.results import DatasetInfo
 
 PAIR_COLUMNS = ("pair_id", "lang", "property_id", "property", "acceptable_concept", "unacceptable_concept",
@@ -65,7 +66,7 @@ def dataset_info(source: str | Path, version: str, configs: list[str]) -> Datase
 def load_release_pairs(source: str | Path, version: str, langs: list[str] | None = None) -> tuple[pd.DataFrame, DatasetInfo]:
     """Every requested language's pairs of exactly that version (all minimal-pair configs when `langs` is None)."""
     manifest = releases.manifest(source, version)
-    available = [c for c in releases.configs(source, version) if not c.startswith("m2c_")]
+    available = [c for c in releases.configs(source, version) if not is_m2c(c)]
     chosen = available if not langs else langs
     unknown = [c for c in chosen if c not in available]
     if unknown:
@@ -86,8 +87,8 @@ M2C_COLUMNS = ("test_id", "lang", "capability", "template_id", "context", "quest
 
 def load_release_m2c(source: str | Path, version: str, langs: list[str] | None = None) -> tuple[pd.DataFrame, list[str]]:
     """The M2C tests (configs m2c_<lang>) of exactly that version for `langs` (all when None), and their configs."""
-    available = [c for c in releases.configs(source, version) if c.startswith("m2c_")]
-    chosen = [c for c in available if langs is None or c.removeprefix("m2c_") in langs]
+    available = [c for c in releases.configs(source, version) if is_m2c(c)]
+    chosen = [c for c in available if langs is None or config_language(c) in langs]
     if not chosen:
         raise PairsError(f"release {source} {version}: no M2C tests{' for ' + ', '.join(langs) if langs else ''} "
                          f"(configs m2c_<lang>: {', '.join(available) or 'none'})")
@@ -99,6 +100,17 @@ def load_release_m2c(source: str | Path, version: str, langs: list[str] | None =
             raise PairsError(f"release {source} {version} config {config}: missing column(s) {', '.join(missing)}")
         frames.append(df[list(M2C_COLUMNS)])
     return pd.concat(frames, ignore_index=True), chosen
+
+
+def sample_rows(rows: pd.DataFrame, n: int | None, seed: int, key: str, by: list[str]) -> pd.DataFrame:
+    """At most `n` rows of each group of `by` (every row when `n` is None), in their order: those whose sha256 of the
+    seed and `key` ranks lowest. The same rows on every run and machine, and a larger `n` keeps a smaller one's rows,
+    so a sample's results are a part of the whole run's."""
+    if n is None or rows.empty:
+        return rows
+    rank = rows[key].map(lambda k: int.from_bytes(hashlib.sha256(f"{seed}|{k}".encode()).digest()[:7], "big"))
+    kept = rank.groupby([rows[c] for c in by]).rank(method="first") <= n
+    return rows[kept.to_numpy()]
 
 
 @dataclass

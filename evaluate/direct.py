@@ -12,8 +12,8 @@ Variants of the score, all recorded:
 - `*_per_token`, `*_per_char`, `*_per_byte`: each divided by the scored tokens, characters or
   UTF-8 bytes (characters and bytes differ for non-Latin scripts: both are given).
 All pairs' variants are read at once from flat arrays; per-pair Python only finds where the
-conditional part starts (on a small model, per-pair bookkeeping was a third of the cost of the
-forward pass).
+conditional part starts (on a small model, per-pair bookkeeping in Python would cost about a third of
+the forward pass).
 """
 
 from __future__ import annotations
@@ -88,7 +88,7 @@ class ScoredTexts:
         return self.cumulative[self.ends[text]] - self.cumulative[first], self.ends[text] - first
 
 
-def normalised(span: str, total: np.ndarray, n: np.ndarray, chars: np.ndarray, nbytes: np.ndarray) -> dict[str, np.ndarray]:
+def normalisations(span: str, total: np.ndarray, n: np.ndarray, chars: np.ndarray, nbytes: np.ndarray) -> dict[str, np.ndarray]:
     """The four normalisations of a span's scores (NaN where it has no scored token)."""
     total = np.where(n > 0, total, np.nan)
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -103,7 +103,7 @@ def pair_scores(pairs: pd.DataFrame, scores: dict[tuple[str, str], TokenScores])
     index = {t: k for k, t in enumerate(texts)}
     ia, ib = np.array([index[t] for t in good], dtype=np.int64), np.array([index[t] for t in bad], dtype=np.int64)
     chars = np.array([len(t) for t in texts], dtype=np.int64)
-    full = normalised("full", *table.from_char(np.arange(len(texts)), np.zeros(len(texts), np.int64)),
+    full = normalisations("full", *table.from_char(np.arange(len(texts)), np.zeros(len(texts), np.int64)),
                       chars, np.array([len(t.encode("utf-8")) for t in texts]))
     starts = [after_concept(a, table.start_lists[ka], ea, b, table.start_lists[kb], eb)
               for a, b, ka, kb, ea, eb in zip(good, bad, ia.tolist(), ib.tolist(), *concept_ends(pairs))]
@@ -114,7 +114,7 @@ def pair_scores(pairs: pd.DataFrame, scores: dict[tuple[str, str], TokenScores])
     sides = []
     for k, side in enumerate((ia, ib)):
         total, n = table.from_char(side, at[:, k])
-        sides.append(normalised("conditional", total, np.where(defined, n, 0), tail, tail_bytes))
+        sides.append(normalisations("conditional", total, np.where(defined, n, 0), tail, tail_bytes))
     return {v: (full[v][ia], full[v][ib]) if v in full else (sides[0][v], sides[1][v]) for v in VARIANTS}
 
 

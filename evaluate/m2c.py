@@ -8,7 +8,9 @@ tokens; the reply is its first non-empty line (a base model goes on with the nex
 `builder.m2c.answers.validate` judges it: correct, a morphological error (another form of the
 gold lexeme) or a miss. Reported per language, per test type and language (the paper's Table 4: a
 template's id is its test type, e.g. `in-question`, `position`) and per template: accuracy and the share
-of tests answered with a morphological error.
+of tests answered with a morphological error. With `EvalOptions.sample_m2c` only a sample is asked (at most
+that many tests per language and test type, drawn by seed; their exemplars are still drawn from every
+test, so each is asked as in the whole run), and the report says so.
 """
 
 from __future__ import annotations
@@ -23,7 +25,8 @@ from builder.errors import InputError
 from builder.m2c.answers import validate
 from builder.m2c.template_files import template_type
 from builder.paths import data_dir
-from evaluate.methods import ALL, ITEM_COLUMNS, Context, MethodOutput, Score, register
+from evaluate.data import sample_rows
+from evaluate.methods import ALL, ITEM_COLUMNS, Context, EvalOptions, MethodOutput, Score, register
 from evaluate.protocols import TextGenerator
 from evaluate.reporting import Page, table
 
@@ -68,6 +71,12 @@ def exemplars(tests: pd.DataFrame, seed: int) -> dict[str, str]:
     return out
 
 
+def sampled(tests: pd.DataFrame, options: EvalOptions) -> pd.DataFrame:
+    """The tests asked: every one, or with `sample_m2c` at most that many per language and test type (by seed)."""
+    return sample_rows(tests.assign(test_type=tests["template_id"].map(template_type)), options.sample_m2c,
+                       options.seed, "test_id", ["lang", "test_type"])
+
+
 def first_line(reply: str) -> str:
     return next((line.strip() for line in reply.splitlines() if line.strip()), "")
 
@@ -95,12 +104,16 @@ def by_test_type(t: pd.DataFrame, variant: str) -> pd.DataFrame:
     return grid.astype(object).where(grid.notna(), "–").reset_index()  # – : no test of the type in the language
 
 
-def section(t: pd.DataFrame) -> list[str]:
+def section(t: pd.DataFrame, options: EvalOptions = EvalOptions()) -> list[str]:
     """Accuracy and morphological errors per test type and language, per template and per language, from the
-    `m2c_templates` table."""
+    `m2c_templates` table; first, which tests were asked when they were a sample."""
     lines = ["## M2C question answering", "",
              "Accuracy per test type and language (zero-shot and one-shot, greedy, at most 20 new tokens), per template, "
              "and the share of tests answered with another form of the gold lexeme (morphological errors).", ""]
+    if options.sample_m2c is not None:
+        asked = int(t.loc[t["variant"] == "zero_shot", "n"].sum())
+        lines += [f"**A sample**: at most {options.sample_m2c} tests per language and test type, drawn with seed "
+                  f"{options.seed} ({asked} tests asked); without `--sample-m2c`, `builder eval run` asks every test.", ""]
     for variant in sorted(set(t["variant"]), reverse=True):  # zero_shot first
         lines += [f"### Per test type and language ({variant.replace('_', '-')}, as the paper's Table 4)", "",
                   table(by_test_type(t, variant)), ""]
@@ -132,10 +145,11 @@ class M2C:
         tests = tests.reset_index(drop=True)
         by_id = {r["test_id"]: {**r, "alternatives": list(r["alternatives"]), "answer_forms": list(r["answer_forms"])}
                  for r in tests.to_dict("records")}
-        shots = exemplars(tests, ctx.options.seed)
-        asked = [("zero_shot", r, zero_shot(words[r["lang"]], r)) for r in by_id.values()]
+        shots = exemplars(tests, ctx.options.seed)  # from every test, so that a sampled test is asked as in the whole run
+        chosen = [by_id[t] for t in sampled(tests, ctx.options)["test_id"]]
+        asked = [("zero_shot", r, zero_shot(words[r["lang"]], r)) for r in chosen]
         asked += [("one_shot", r, one_shot(words[r["lang"]], r, by_id[shots[r["test_id"]]]))
-                  for r in by_id.values() if r["test_id"] in shots]
+                  for r in chosen if r["test_id"] in shots]
         replies = ctx.generator.generate([p for _, _, p in asked], max_new_tokens=MAX_NEW_TOKENS, stage="m2c",
                                          progress=lambda d, t: ctx.progress("m2c: questions", d, t))
         rows = []
@@ -153,7 +167,7 @@ class M2C:
 
     def report(self, page: Page) -> list[str]:
         templates = page.results.tables["m2c_templates"]
-        return section(templates) if not templates.empty else []
+        return section(templates, page.results.config.options) if not templates.empty else []
 
 
 register(M2C())

@@ -6,7 +6,7 @@ the acceptable concept listed first and second, their mean (order-averaged accur
 and the order bias (first minus second: 1 for a model that always picks the first word, 0 for none).
 
 Behind an endpoint (no scores) meta is generative: the same prompts are asked and the free-text reply
-is mapped to one of the two concepts by `evaluate.answers.normalize`, or to none ("invalid": it names
+is mapped to one of the two concepts by `evaluate.answers.read_answer`, or to none ("invalid": it names
 neither or both). Item rows keep meta's shape: the chosen concept scores 1 and the other 0, an invalid
 reply 0 and 0, so it counts as wrong, and `meta_replies` keeps every reply as read.
 """
@@ -16,7 +16,7 @@ from __future__ import annotations
 import pandas as pd
 
 from builder.errors import InputError
-from evaluate.answers import normalize
+from evaluate.answers import read_answer
 from evaluate.methods import ALL, Context, MethodOutput, Score, accuracy_scores, item_frame, register
 from evaluate.protocols import TextGenerator
 from evaluate.reporting import Page, table
@@ -28,7 +28,7 @@ MAX_NEW_TOKENS = 20
 
 def read_choice(reply: str, acceptable: str, unacceptable: str, lang: str) -> str | None:
     """Which concept a reply names: "acceptable", "unacceptable", or None."""
-    answer = normalize(reply, [acceptable, unacceptable], lang)
+    answer = read_answer(reply, [acceptable, unacceptable], lang)
     return None if answer is None else ACCEPTABLE if answer == acceptable else UNACCEPTABLE
 
 

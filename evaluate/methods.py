@@ -47,8 +47,12 @@ class EvalOptions(BaseModel):
     probe_jobs: int = Field(2, ge=1, description="probe sets (language x negative type x model) solved at once")
     control_seed: int = 0
     sample_temperature: float = Field(0.7, gt=0, description="the two sampled runs of the run-to-run baseline")
-    # Results written before prompt variants existed asked the paper's prompts, which is what this default reads them as.
+    # The paper's prompts by default, which is also how results that record no variant are read: they asked those.
     prompt_variant: PromptVariant = Field("paper", description="meta prompts: the paper's Figure 8, or corrected ones")
+    sample_m2c: int | None = Field(None, ge=1, description="m2c: at most this many tests per language and test type, "
+                                   "drawn by seed (`evaluate.data.sample_rows`); None: every test")
+    sample_selftranslate: int | None = Field(None, ge=1, description="selftranslate: at most this many pairs per source "
+                                             "language and negative type, drawn by seed; None: every pair")
     translate_directions: tuple[str, ...] = Field(
         (), description="selftranslate's source-target directions (en-de, de-en); none: English into every other language")
 

@@ -17,10 +17,12 @@ direction). Its sentence translations are scored against the released, curator-v
 the target language (`evaluate.quality`: BLEU with the language's tokenizer, chrF), per item quality
 is correlated with per item consistency, and consistency is recomputed on items translated with
 BLEU >= 50 (the paper's threshold). Scores of a direction have `lang` "source-target" ("en-de").
+With `EvalOptions.sample_selftranslate` only a sample of the source pairs is asked (at most that many per
+source language and negative type, drawn by seed), and the report says so.
 
 A local model decides by scoring "A" and "B" where its reply begins (after the chat template's
 rendering of the prompt, for a chat model: it never gives an invalid answer); a model behind an
-endpoint answers in free text, read by `evaluate.answers.normalize`, with or without
+endpoint answers in free text, read by `evaluate.answers.read_answer`, with or without
 `--score-endpoint`: the server applies its own chat template and does not say which, so where the
 reply begins is not known to score it.
 """
@@ -38,9 +40,10 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from builder.errors import InputError
 from builder.paths import data_dir
-from evaluate.answers import normalize
+from evaluate.answers import read_answer
+from evaluate.data import sample_rows
 from evaluate.decision_agreement import breakdown, label_distribution
-from evaluate.methods import ALL, ITEM_COLUMNS, Context, MethodOutput, Score, register
+from evaluate.methods import ALL, ITEM_COLUMNS, Context, EvalOptions, MethodOutput, Score, register
 from evaluate.protocols import TextGenerator
 from evaluate.quality import ItemTranslation, Segment, consistency_above, correlate, score_translations
 from evaluate.reporting import Page, plt, table
@@ -190,17 +193,22 @@ def table1(summary: pd.DataFrame) -> pd.DataFrame:
     return grid.rename(index=arrow).rename_axis("Src→Tgt").reset_index().rename_axis(None, axis=1)
 
 
-def section(tables: dict[str, pd.DataFrame]) -> list[str]:
+def section(tables: dict[str, pd.DataFrame], options: EvalOptions = EvalOptions()) -> list[str]:
     summary = tables["selftranslate_summary"]
     cols = [c for c in ("direction", "condition", "n", "overall", "on_correct", "on_incorrect", "accuracy", "bleu", "chrf",
                         "tokenizer", "pearson_chrf", "spearman_chrf", "n_high_quality", "consistency_high_quality") if c in summary]
-    lines = ["## Self-translation consistency (multisense I / X / T)", "",
-             "The model's decisions on its own translation of the instruction (I), the input (X) or both (T) from the "
-             "source language into the target, against its decisions on the source original (the paper's Table 1):", "",
-             table(table1(summary)), "",
-             "In full, with its sentence translations scored against the released ones (BLEU, chrF), quality correlated "
-             "with consistency, and consistency on items with BLEU >= 50:", "",
-             table(summary[cols]), ""]
+    lines = ["## Self-translation consistency (multisense I / X / T)", ""]
+    if options.sample_selftranslate is not None:
+        originals = tables["selftranslate_items"].query("condition == 'original'")
+        lines += [f"**A sample**: at most {options.sample_selftranslate} pairs per source language and negative type, drawn "
+                  f"with seed {options.seed} ({len(originals)} source pairs asked); without `--sample-selftranslate`, "
+                  "`builder eval run` asks every pair.", ""]
+    lines += ["The model's decisions on its own translation of the instruction (I), the input (X) or both (T) from the "
+              "source language into the target, against its decisions on the source original (the paper's Table 1):", "",
+              table(table1(summary)), "",
+              "In full, with its sentence translations scored against the released ones (BLEU, chrF), quality correlated "
+              "with consistency, and consistency on items with BLEU >= 50:", "",
+              table(summary[cols]), ""]
     labels = tables.get("selftranslate_labels")
     if labels is not None and not labels.empty:
         dist = labels.pivot_table(index=["direction", "condition"], columns="label", values="share", fill_value=0.0).reset_index()
@@ -213,7 +221,7 @@ class Original:
     """A source language's task as released, and the model's decisions on it."""
 
     source: str
-    rows: pd.DataFrame  # the source language's pairs, by pair id
+    rows: pd.DataFrame  # the source language's pairs asked (a sample of them with `sample_selftranslate`), by pair id
     options: dict[str, tuple[str, str]]  # pair id -> (sentence A, sentence B)
     decisions: dict[str, str | None]
     replies: list[str]
@@ -242,10 +250,11 @@ class SelfTranslate:
             return [x or "" for x in letters], letters
         replies = ctx.generator.generate(prompts, max_new_tokens=MAX_ANSWER_TOKENS, stage="selftranslate: answer", lang=lang,
                                          progress=lambda d, t: ctx.progress(task, d, t))
-        return replies, [normalize(r, LETTERS, lang) for r in replies]
+        return replies, [read_answer(r, LETTERS, lang) for r in replies]
 
     def original(self, ctx: Context, pairs: pd.DataFrame, source: str, words: SourcePrompts) -> Original:
-        rows = pairs[pairs["lang"] == source].set_index("pair_id")
+        rows = sample_rows(pairs[pairs["lang"] == source], ctx.options.sample_selftranslate, ctx.options.seed, "pair_id",
+                           ["negative_type"]).set_index("pair_id")
         opts = {pid: options(pid, rows.at[pid, "acceptable_sentence"], rows.at[pid, "unacceptable_sentence"]) for pid in rows.index}
         replies, letters = self.decide(ctx, [words.instruction.task(*opts[pid]) for pid in rows.index], source)
         return Original(source, rows, opts, {pid: label(pid, x) for pid, x in zip(rows.index, letters)}, replies)
@@ -329,7 +338,7 @@ class SelfTranslate:
     def report(self, page: Page) -> list[str]:
         summary = page.results.tables["selftranslate_summary"]
         figure(summary, page)
-        return section(page.results.tables) if not summary.empty else []
+        return section(page.results.tables, page.results.config.options) if not summary.empty else []
 
 
 register(SelfTranslate())

@@ -15,9 +15,9 @@ from annotation import server as ls_server
 from builder.llm.cache import LLMCache
 from builder.llm.client import LLMClient
 from builder.llm.config import LLMSettings
-from builder.llm.standin import Faults, Lexicon, StandinServer
 from builder.paths import sample_dir
 from builder.seeds import import_seeds
+from builder.testing.standin import Faults, Lexicon, StandinServer
 from builder.workspace.store import init_workspace
 
 # Session fixtures shared by the evaluation tests: one release, one toy, one evaluation for the whole run.

@@ -1,4 +1,4 @@
-"""evaluate.answers.normalize on a corpus of replies written per language, plus its data file and fallbacks."""
+"""evaluate.answers.read_answer on a corpus of replies written per language, plus its data file and fallbacks."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict
 
 from builder.languages import builtin_languages, declare, registry
-from evaluate.answers import AnswerDataError, answer_data, load_answer_data, normalize
+from evaluate.answers import AnswerDataError, answer_data, load_answer_data, read_answer
 
 CORPUS = Path(__file__).parent / "data" / "answer_replies"
 LANGS = [lang.code for lang in builtin_languages()]
@@ -43,7 +43,7 @@ def test_corpus_covers_every_registry_language_with_negatives():
 @pytest.mark.parametrize("lang", LANGS)
 def test_corpus(lang):
     wrong = [f"{c.reply!r} with {c.choices}: expected {c.expect!r}, got {got!r}"
-             for c in _cases(lang) if (got := normalize(c.reply, c.choices, lang)) != c.expect]
+             for c in _cases(lang) if (got := read_answer(c.reply, c.choices, lang)) != c.expect]
     assert not wrong, f"{len(wrong)} wrong in {lang}:\n" + "\n".join(wrong)
 
 
@@ -53,30 +53,30 @@ def test_data_file_covers_every_registry_language():
 
 
 def test_answer_returned_exactly_as_listed_in_choices():
-    assert normalize("JA!", ["Yes", "No"], "de") == "Yes"
-    assert normalize("the answer is TOASTER", ["Toaster", "Kettle"], "en") == "Toaster"
+    assert read_answer("JA!", ["Yes", "No"], "de") == "Yes"
+    assert read_answer("the answer is TOASTER", ["Toaster", "Kettle"], "en") == "Toaster"
 
 
 def test_language_words_do_not_leak_into_other_languages():
     # German "ja" is not an answer in Chinese; English is always understood (models often switch to it).
-    assert normalize("Ja.", ["yes", "no"], "zh") is None
-    assert normalize("Yes.", ["yes", "no"], "zh") == "yes"
+    assert read_answer("Ja.", ["yes", "no"], "zh") is None
+    assert read_answer("Yes.", ["yes", "no"], "zh") == "yes"
 
 
 def test_language_declared_only_in_a_workspace_falls_back_to_english_and_the_choices(ws):
     declare(ws, code="sw", name="Swahili", typology="agglutinative", family="Niger-Congo", script="Latn")
     assert "sw" in registry(ws) and "sw" not in answer_data()
-    assert normalize("The answer is: yes", ["yes", "no"], "sw") == "yes"
-    assert normalize("Ndiyo", ["yes", "no"], "sw") is None  # Swahili words are unknown until added to the data
-    assert normalize("Kibaniko, kwa sababu kinapasha mkate.", ["kibaniko", "birika"], "sw") == "kibaniko"
-    assert normalize("Answer: (B)", ["A", "B"], "sw") == "B"
+    assert read_answer("The answer is: yes", ["yes", "no"], "sw") == "yes"
+    assert read_answer("Ndiyo", ["yes", "no"], "sw") is None  # Swahili words are unknown until added to the data
+    assert read_answer("Kibaniko, kwa sababu kinapasha mkate.", ["kibaniko", "birika"], "sw") == "kibaniko"
+    assert read_answer("Answer: (B)", ["A", "B"], "sw") == "B"
 
 
 def test_choices_must_be_distinct():
     with pytest.raises(ValueError, match="distinct"):
-        normalize("yes", ["yes", "Yes"], "en")
+        read_answer("yes", ["yes", "Yes"], "en")
     with pytest.raises(ValueError, match="two"):
-        normalize("yes", ["yes"], "en")
+        read_answer("yes", ["yes"], "en")
 
 
 def test_bad_data_file_names_file_line_and_field(tmp_path):

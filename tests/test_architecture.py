@@ -167,3 +167,38 @@ def test_each_workspace_table_has_one_writer():
     writers = table_writers()
     assert {"proposals", "sentence_pairs", "lexicon_forms"} <= set(writers)  # the scan sees writes
     assert {table: sorted(mods) for table, mods in writers.items() if len(mods) > 1} == {}
+
+
+# Run inside a tool environment of its own (`builder.testing.parity`), importing what the project does not depend on.
+TOOL_SCRIPTS = ("builder.testing.reference_scorers",)
+
+
+def test_the_libraries_import_exactly_the_dependencies_they_declare():
+    """Every third-party package the library imports is a declared dependency (not one that only arrives with
+    another), and every declared dependency is imported."""
+    from importlib.metadata import packages_distributions
+
+    import pytest
+    from packaging.requirements import Requirement
+
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11 on
+
+    def canonical(name: str) -> str:
+        return name.lower().replace("_", "-").replace(".", "-")
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    declared = {canonical(Requirement(r).name) for r in project["dependencies"]}
+    optional = {canonical(Requirement(r).name) for extra in project["optional-dependencies"].values() for r in extra}
+    distributions = packages_distributions()
+    imported: dict[str, set[str]] = {}
+    for name, path in modules().items():
+        if name in TOOL_SCRIPTS:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            tops = ([a.name for a in node.names] if isinstance(node, ast.Import) else
+                    [node.module] if isinstance(node, ast.ImportFrom) and not node.level and node.module else [])
+            for top in {t.split(".")[0] for t in tops} - set(PACKAGES) - sys.stdlib_module_names:
+                for dist in distributions.get(top, [top]):
+                    imported.setdefault(canonical(dist), set()).add(name)
+    undeclared = {d: sorted(m) for d, m in imported.items() if d not in declared | optional}
+    assert undeclared == {} and sorted(declared - set(imported)) == []

@@ -17,12 +17,12 @@ from builder import releases
 from builder.cli import app
 from builder.generate import generate
 from builder.languages import declare, registry
-from builder.llm.standin import Faults
 from builder.records import concept_id, pair_id
 from builder.releases.checks import ReleaseCheckError
 from builder.releases.publish import PublishRequest, publish
 from builder.reviews import Annotation, SentenceEdit, accept, current_pairs, record_pull, sentence_decisions
 from builder.selection import Scope
+from builder.testing.standin import Faults
 from builder.translate import translate
 from builder.workspace import schema as t
 

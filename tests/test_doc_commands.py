@@ -30,9 +30,9 @@ from annotation import server as ls_server
 from builder.cli import app
 from builder.demo import DEMO_VERSION
 from builder.demo_recording import demo_lexicon
-from builder.llm.standin import StandinServer
 from builder.paths import data_dir
 from builder.releases.publish import PublishRequest, publish
+from builder.testing.standin import StandinServer
 from builder.workspace.store import open_workspace
 
 ROOT = Path(__file__).resolve().parent.parent

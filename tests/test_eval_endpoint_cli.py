@@ -84,3 +84,56 @@ def test_a_method_the_backend_cannot_serve_is_refused_before_the_release_or_a_mo
     res = cli("eval", "run", "--release", str(missing), "--endpoint", server.base_url, "--model", "x",
               "--methods", "meta", "--out", str(tmp_path / "o"))
     assert res.exit_code == 1 and "no-release" in res.output
+
+
+def test_a_sample_asks_exactly_the_stated_m2c_tests_and_self_translation_pairs_and_records_it(m2c_release, server, tmp_path):
+    """--sample-m2c N: at most N tests per language and test type; --sample-selftranslate N: at most N source pairs per
+    negative type; each those whose sha256 of "seed|id" ranks lowest. Without them, every test and pair."""
+    import hashlib
+
+    import pandas as pd
+
+    from builder import releases
+    from builder.m2c.template_files import template_type
+
+    def run(out, *flags):
+        calls = server.stats.calls
+        res = cli("eval", "run", "--release", str(m2c_release), "--version", VERSION, "--endpoint", server.base_url,
+                  "--model", "standin-chat", "--methods", "selftranslate,m2c", "--langs", "de,en", "--concurrency", "8",
+                  "--out", str(out), *flags)
+        assert res.exit_code == 0, res.output
+        m2c, st = (pd.read_parquet(out / f"{t}.parquet") for t in ("m2c_items", "selftranslate_items"))
+        originals = st[st["condition"] == "original"]
+        return (json.loads((out / "summary.json").read_text())["config"]["options"], m2c, originals,
+                server.stats.calls - calls, (out / "report.md").read_text())
+
+    tests = pd.concat([releases.load(m2c_release, VERSION, f"m2c_{lang}").to_pandas() for lang in ("de", "en")])
+    tests["test_type"] = tests["template_id"].map(template_type)
+    en = releases.load(m2c_release, VERSION, "en").to_pandas()
+
+    def stated(rows, key, by, n):
+        rank = rows[key].map(lambda k: hashlib.sha256(f"0|{k}".encode()).hexdigest())
+        return set(rows.assign(rank=rank).sort_values("rank").groupby(by).head(n)[key])
+
+    options, m2c, originals, whole_calls, md = run(tmp_path / "whole")
+    assert options["sample_m2c"] is None and options["sample_selftranslate"] is None
+    assert set(m2c["test_id"]) == set(tests["test_id"]) and set(originals["pair_id"]) == set(en["pair_id"])
+    assert "A sample" not in md
+    whole = m2c.set_index(["test_id", "variant"])["reply"]
+
+    sample = ("--sample-m2c", "1", "--sample-selftranslate", "2")
+    options, m2c, originals, sample_calls, md = run(tmp_path / "sample", *sample)
+    assert options["sample_m2c"] == 1 and options["sample_selftranslate"] == 2 and options["seed"] == 0
+    asked = set(m2c["test_id"])
+    assert asked == stated(tests, "test_id", ["lang", "test_type"], 1)
+    assert len(asked) == tests.groupby(["lang", "test_type"]).ngroups < len(tests)
+    assert set(originals["pair_id"]) == stated(en, "pair_id", ["negative_type"], 2)
+    assert len(originals) == 2 * en["negative_type"].nunique() < len(en)
+    assert 0 < sample_calls < whole_calls
+    # each sampled test asked as in the whole run (its one-shot exemplar drawn from every test)
+    assert (m2c.set_index(["test_id", "variant"])["reply"] == whole.loc[m2c.set_index(["test_id", "variant"]).index]).all()
+    assert (f"**A sample**: at most 1 tests per language and test type, drawn with seed 0 ({len(asked)} tests asked)"
+            in md and f"at most 2 pairs per source language and negative type, drawn with seed 0 ({len(originals)} "
+            "source pairs asked)" in md)
+    again = run(tmp_path / "again", *sample)
+    assert set(again[1]["test_id"]) == asked and set(again[2]["pair_id"]) == set(originals["pair_id"])

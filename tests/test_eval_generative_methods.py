@@ -16,7 +16,7 @@ from builder.llm.cache import LLMCache
 from builder.llm.client import LLMClient, LLMError, Request
 from builder.llm.config import LLMSettings
 from builder.workspace import schema as t
-from evaluate.answers import normalize
+from evaluate.answers import read_answer
 from evaluate.consistency import ORDER, assemble, decisions
 from evaluate.data import load_release
 from evaluate.methods import EvalOptions, resolve
@@ -328,7 +328,7 @@ def test_every_method_an_endpoint_can_run_runs_there_with_and_without_score_endp
     st = scored.tables["selftranslate_items"]
     assert set(st["condition"]) == {"original", "I", "X", "T"} and set(st["reply"]) <= set(replies.values())
     asked_in = [s if c in ("original", "X") else t for s, t, c in zip(st["source"], st["target"], st["condition"])]
-    assert list(st["decision"]) == [label(pid, normalize(r, LETTERS, lang)) for pid, r, lang in
+    assert list(st["decision"]) == [label(pid, read_answer(r, LETTERS, lang)) for pid, r, lang in
                                     zip(st["pair_id"], st["reply"], asked_in)]
     learnt = set(learnt_tests(m2c)["test_id"])
     items = scored.tables["m2c_items"]

@@ -15,10 +15,10 @@ from typer.testing import CliRunner
 from builder import reviews
 from builder.cli import app
 from builder.flags import RUNS, list_flags
-from builder.llm.standin import Faults
 from builder.m2c.fills import needs
 from builder.records import concept_id, pair_id
 from builder.reviews import Annotation, ReviewProject, SentenceEdit, TranslationEdit, record_pull
+from builder.testing.standin import Faults
 from builder.workspace import schema as t
 
 runner = CliRunner()

@@ -11,10 +11,10 @@ from builder.generate import generate, regenerate
 from builder.languages import registry
 from builder.llm.cache import LLMCache
 from builder.llm.client import LLMClient
-from builder.llm.standin import Faults
 from builder.reviews import accept
 from builder.selection import Scope
 from builder.status import flagged_items, status
+from builder.testing.standin import Faults
 from builder.translate import translate
 from builder.workspace import schema as t
 

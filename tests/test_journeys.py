@@ -22,11 +22,11 @@ from builder import releases, reviews
 from builder.cli import app
 from builder.flags import RUNS, list_flags
 from builder.languages import builtin_languages, registry
-from builder.llm.standin import Faults
 from builder.records import concept_id
 from builder.reviews import review_status
 from builder.selection import Scope, verified
 from builder.status import status
+from builder.testing.standin import Faults
 from builder.workspace import schema as t
 from evaluate.data import load_release_pairs
 from evaluate.scoring import Scorer

@@ -15,8 +15,8 @@ from builder.generate import generate
 from builder.languages import registry
 from builder.llm.cache import LLMCache
 from builder.llm.client import BATCH_ATTEMPTS, LLMClient
-from builder.llm.standin import BatchScript
 from builder.selection import Scope
+from builder.testing.standin import BatchScript
 from builder.translate import translate
 from builder.workspace import schema as t
 

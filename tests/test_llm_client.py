@@ -14,7 +14,7 @@ from builder.languages import registry
 from builder.llm._transport import backoff
 from builder.llm.cache import LLMCache
 from builder.llm.client import CacheMissError, LLMClient, LLMError
-from builder.llm.standin import JSON_SCHEMA_400, Faults
+from builder.testing.standin import JSON_SCHEMA_400, Faults
 from builder.translate import TranslationBatch, request_for
 from builder.workspace import schema as t
 

@@ -20,8 +20,8 @@ from builder.languages import registry
 from builder.llm.cache import LLMCache
 from builder.llm.client import LLMClient, Request
 from builder.llm.schema import KEYWORDS, strict_schema
-from builder.llm.standin import JSON_SCHEMA_400, LLAMA_CPP_500, Refusal
 from builder.m2c.fills import InflectionBatch
+from builder.testing.standin import JSON_SCHEMA_400, LLAMA_CPP_500, Refusal
 from builder.translate import TranslationBatch, request_for, translate
 from builder.workspace import schema as t
 from builder.workspace.store import init_workspace, open_workspace

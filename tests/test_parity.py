@@ -10,9 +10,9 @@ from eval_fixtures import VERSION
 
 from builder.default_model import gguf_path
 from builder.releases.lmeval import export_lm_eval
+from builder.testing.parity import compare, ensure_environment, lm_eval_sentence_scores, run_references
 from evaluate.gguf import converted
 from evaluate.models import load_model
-from evaluate.parity import compare, ensure_environment, lm_eval_sentence_scores, run_references
 from evaluate.scoring import Scorer
 
 # SmolLM2's setup runs three scorers (ours, lm-eval, minicons): minutes on two idle cores, past ten on busy ones.

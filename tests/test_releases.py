@@ -40,9 +40,9 @@ from builder.releases.verify import verify
 from builder.releases.versions import VersionError
 from builder.releases.waivers import list_waivers, waive
 from builder.selection import Scope
+from builder.testing.parity import ensure_environment
 from builder.workspace import schema as t
 from builder.workspace.store import now
-from evaluate.parity import ensure_environment
 
 pytest_plugins = ["release_fixtures"]
 

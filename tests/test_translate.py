@@ -19,9 +19,9 @@ from sqlalchemy import func, select
 from builder.languages import registry
 from builder.llm.cache import LLMCache
 from builder.llm.client import LLMClient
-from builder.llm.standin import BatchScript, Faults
 from builder.records import concept_id
 from builder.selection import Scope
+from builder.testing.standin import BatchScript, Faults
 from builder.translate import translate
 from builder.workspace import schema as t
 from builder.workspace.store import now

@@ -48,6 +48,12 @@ def run(
     translate_directions: str | None = typer.Option(
         None, "--translate-directions", help="selftranslate's SOURCE-TARGET directions, comma-separated (en-de,de-en) "
         "[default: English into every other language]"),
+    sample_m2c: int | None = typer.Option(None, "--sample-m2c", min=1, help="m2c asks at most N tests per language and "
+                                          "test type, drawn by seed (recorded in summary.json, said in the report) "
+                                          "[default: every test]"),
+    sample_selftranslate: int | None = typer.Option(None, "--sample-selftranslate", min=1, help="selftranslate asks at "
+                                                    "most N source pairs per language and negative type, drawn by seed "
+                                                    "[default: every pair]"),
     prompt_variant: str = typer.Option("paper", "--prompt-variant",
                                        help="paper (Figure 8 as published, comparable with its numbers) or corrected: the meta prompts asked"),
     out_dir: Path | None = typer.Option(None, "--out", help="Results folder (re-running resumes there) [default, with the "
@@ -76,7 +82,7 @@ def run(
     check_needs(chosen, local=not endpoint, score_endpoint=score_endpoint)  # before the release or a model is loaded
     try:
         options = EvalOptions(bos_policy=bos, probe_pooling=probe_pooling, probe_groups=probe_groups, probe_jobs=probe_jobs,
-                              prompt_variant=prompt_variant,
+                              prompt_variant=prompt_variant, sample_m2c=sample_m2c, sample_selftranslate=sample_selftranslate,
                               translate_directions=tuple(d.strip() for d in (translate_directions or "").split(",") if d.strip()))
     except ValidationError as exc:  # the options as given on this command line
         fail(exc)

@@ -121,7 +121,7 @@ class Batches:
                 if response.get("status_code") == 200 and response.get("body"):
                     answered.add(key)
                     if self.records.cached(key) is None:
-                        info = wanted[key]  # a batch submitted before modes were recorded sent json_schema, no max_tokens
+                        info = wanted[key]  # a batch that records no mode or limit sent json_schema, no max_tokens
                         self.records.store(key, _stored_request(info), response["body"], 0.0, "batch",
                                            info.get("mode", MODES[0]), info.get("max_tokens"))
                 else:

@@ -31,7 +31,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from builder.m2c.language import Language, load_language
+from builder.m2c.language import Grammar, load_language
 
 How = Literal["exact", "normalised", "alternative", "numeral", "regex", "sentence", "morphological", "miss"]
 
@@ -61,7 +61,7 @@ def _strip_punct(text: str) -> str:
     return "".join(out)
 
 
-def normalise(text: str, language: Language | None = None, *, numbers: bool = False) -> str:
+def normalise(text: str, language: Grammar | None = None, *, numbers: bool = False) -> str:
     """NFC, case-folded, punctuation and symbols as spaces, digits in ASCII, Arabic vowel marks dropped,
     single spaces; with `numbers`, number words of the language become digits."""
     text = _strip_punct(unicodedata.normalize("NFC", text).casefold())
@@ -81,7 +81,7 @@ def _number_pattern_for(code: str, spaced: bool, words: tuple[tuple[str, int], .
     return pattern, table
 
 
-def _number_pattern(language: Language) -> tuple[re.Pattern, dict[str, int]]:
+def _number_pattern(language: Grammar) -> tuple[re.Pattern, dict[str, int]]:
     return _number_pattern_for(language.code, language.spaced, tuple(sorted(language.number_words.items())))
 
 
@@ -89,7 +89,7 @@ def _get(test: Any, key: str):
     return test[key] if isinstance(test, Mapping) else getattr(test, key)
 
 
-def validate(reply: str, test: Any, language: str | Language) -> Verdict:
+def validate(reply: str, test: Any, language: str | Grammar) -> Verdict:
     """Judge a reply against a test (an `M2CTest` or a release row with answer, alternatives, answer_forms
     and question)."""
     lang = load_language(language) if isinstance(language, str) else language
@@ -131,7 +131,7 @@ def validate(reply: str, test: Any, language: str | Language) -> Verdict:
     return Verdict(correct=False, morphological_error=False, matched=None, how="miss")
 
 
-def _tokens(text: str, lang: Language, numbers: bool) -> list[list[str]]:
+def _tokens(text: str, lang: Grammar, numbers: bool) -> list[list[str]]:
     """Words of a text, per stretch between punctuation marks (characters where words are not spaced)."""
     out = []
     pieces = "".join("\n" if unicodedata.category(ch)[0] in "PS" else ch for ch in unicodedata.normalize("NFC", text))
@@ -164,7 +164,7 @@ def _akin(word: str, other: str, spaced: bool, clitics: tuple[str, ...] = ()) ->
 ECHOED = 2  # words of the context a sentence may repeat after the gold ("than David")
 
 
-def _in_sentence(reply: str, candidate: str, question: str, context: str, lang: Language, numbers: bool) -> int:
+def _in_sentence(reply: str, candidate: str, question: str, context: str, lang: Grammar, numbers: bool) -> int:
     """How many words of the reply the candidate is, when the reply states it in a sentence made of the
     question's words, and after them at most `ECHOED` words of the context (see the module); 0 when it does not."""
     said = [w for part in _tokens(reply, lang, numbers) for w in part]

@@ -18,7 +18,7 @@ from typing import Any
 from builder.m2c import functions as fn_registry
 from builder.m2c.enumeration import Space, enumerate_space
 from builder.m2c.errors import TemplateError, Where
-from builder.m2c.language import Language, LanguageDataError, Rule, custom, load_language
+from builder.m2c.language import Grammar, LanguageDataError, Rule, custom, load_language
 from builder.m2c.nodes import (
     Arg,
     CallUse,
@@ -57,7 +57,7 @@ class CompiledTemplate:
 
     name: str | None
     single: bool  # one text, rendered as a string rather than a mapping of fields
-    lang: Language
+    lang: Grammar
     fields: dict[str, tuple[Op, ...]]
     vars: dict[str, Var]
     mentions: tuple[Mention, ...]
@@ -66,7 +66,7 @@ class CompiledTemplate:
     space: Space
 
 
-def compile_template(text: str | Mapping[str, str], language: str | Language | None,
+def compile_template(text: str | Mapping[str, str], language: str | Grammar | None,
                      options: Mapping[str, Any] | None, dimensions: Mapping[str, list[str]] | None, *,
                      functions: Mapping[str, Callable] | None, name: str | None, locators: Mapping[str, Locate],
                      value_where: Mapping[str, Where], placeholders: Mapping[str, Any]) -> CompiledTemplate:
@@ -136,7 +136,7 @@ class _Bare:
 
 
 class _Compiler:
-    def __init__(self, lang: Language, functions: dict[str, Callable], name: str | None,
+    def __init__(self, lang: Grammar, functions: dict[str, Callable], name: str | None,
                  value_where: Mapping[str, Where]) -> None:
         self.lang = lang
         self.functions = functions

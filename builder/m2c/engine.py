@@ -32,7 +32,7 @@ from builder.m2c.compile import CompiledTemplate, compile_template
 from builder.m2c.enumeration import Combo
 from builder.m2c.errors import TemplateError, Where
 from builder.m2c.functions import Forms, FunctionError
-from builder.m2c.language import MISSING, Language
+from builder.m2c.language import MISSING, Grammar
 from builder.m2c.nodes import (
     Const,
     FeatureOf,
@@ -76,7 +76,7 @@ class Template:
     def __init__(
         self,
         text: str | Mapping[str, str],
-        language: str | Language | None = None,
+        language: str | Grammar | None = None,
         options: Mapping[str, Any] | None = None,
         dimensions: Mapping[str, list[str]] | None = None,
         *,

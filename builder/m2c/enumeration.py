@@ -21,7 +21,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
 from builder.m2c.errors import TemplateError
-from builder.m2c.language import MISSING, Language
+from builder.m2c.language import MISSING, Grammar
 from builder.m2c.nodes import Conditional, FromNext, FromWord, InlineUse, Mention, RuleUse, Var, feature, missing_form, modify
 
 MAX_COMBINATIONS = 2_000_000
@@ -109,7 +109,7 @@ class Space:
 def enumerate_space(*, vars: Mapping[str, Var], mentions: tuple[Mention, ...], slots: tuple[tuple[str, str], ...],
                     families: Mapping[str, tuple[str, ...]], options: Mapping[str, tuple[bool, bool]],
                     inlines: Mapping[int, InlineUse], rules: Mapping[int, RuleUse], skip_missing: bool,
-                    lang: Language, template: str | None) -> Space:
+                    lang: Grammar, template: str | None) -> Space:
     """Every feature combination of the free slots that has valid fills; `options` per family root:
     (distinct, unordered)."""
     domains = [vars[v].pool.domains[d] for v, d in slots]
@@ -170,7 +170,7 @@ def _group(members: tuple[str, ...], sets: tuple[tuple[int, ...], ...], features
 
 def _combo_values(features: tuple[str, ...], vars: Mapping[str, Var], mentions: tuple[Mention, ...],
                   inlines: Mapping[int, InlineUse], rules: Mapping[int, RuleUse], skip_missing: bool,
-                  lang: Language, template: str | None) -> dict[int, str] | None:
+                  lang: Grammar, template: str | None) -> dict[int, str] | None:
     """Rule, inline-rule values decided by features alone; None drops the combination (skip_missing)."""
     values: dict[int, str] = {}
     for kid, inline in inlines.items():

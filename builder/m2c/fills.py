@@ -25,7 +25,7 @@ from builder.m2c.lexicon import canonical, forms_of, lemma_id, store_proposed_fo
 from builder.m2c.nodes import Lexeme
 from builder.m2c.template_files import LexiconRef, load_file, template_files
 from builder.prompts import load
-from builder.records import Language as LanguageRecord
+from builder.records import Language
 from builder.runner import Progress
 from builder.workspace.store import Workspace
 
@@ -101,7 +101,7 @@ def needs(ws: Workspace, lang: str, root: Path | None = None) -> list[Need]:
     return out
 
 
-def request_for(lang: LanguageRecord, chunk: list[Need]) -> Request:
+def request_for(lang: Language, chunk: list[Need]) -> Request:
     prompt = load("inflect")
     payload = [{"id": n.id, "lemma": n.lemma, "lexeme_features": n.features, "bundles": list(n.bundles)} for n in chunk]
     fields = {"language": lang.name, "native_name": lang.native_name or lang.name, "code": lang.code}
@@ -110,7 +110,7 @@ def request_for(lang: LanguageRecord, chunk: list[Need]) -> Request:
                    "inflections", "fill", lang.code, prompt.hash, expected_output_tokens=30 * sum(len(n.bundles) for n in chunk))
 
 
-async def propose_forms(ws: Workspace, client: LLMClient, lang: LanguageRecord, todo: list[Need], *,
+async def propose_forms(ws: Workspace, client: LLMClient, lang: Language, todo: list[Need], *,
                         reask_flagged: bool = False, progress: Progress | None = None) -> FillSummary:
     """Ask for the missing forms, `client.items_per_request` lemmas at a time; store each valid lemma at once. Flagged
     lemmas are asked again with their reason until they wait for a person (or, with `reask_flagged`, even then)."""
@@ -131,7 +131,7 @@ async def propose_forms(ws: Workspace, client: LLMClient, lang: LanguageRecord, 
     return summary
 
 
-async def _propose_chunk(ws: Workspace, client: LLMClient, lang: LanguageRecord, language, chunk: list[Need],
+async def _propose_chunk(ws: Workspace, client: LLMClient, lang: Language, language, chunk: list[Need],
                          summary: FillSummary, flagged: Retries, done: Callable[[int], None]) -> ItemsOutcome:
     wanted = {n.id: n for n in chunk}
 

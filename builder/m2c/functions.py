@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from builder.errors import BuilderError
-from builder.m2c.language import MISSING, Language
+from builder.m2c.language import MISSING, Grammar
 
 
 class FunctionError(BuilderError, ValueError):
@@ -46,7 +46,7 @@ def register_function(name: str | None = None):
     return deco
 
 
-def as_number(value, lang: Language) -> int:
+def as_number(value, lang: Grammar) -> int:
     """An integer from an int, a digit string or a number word of the language (any form)."""
     if isinstance(value, int):
         return value
@@ -64,22 +64,22 @@ def as_number(value, lang: Language) -> int:
 
 
 @register_function("sum")
-def _sum(*args, lang: Language) -> int:
+def _sum(*args, lang: Grammar) -> int:
     return sum(as_number(a, lang) for a in args)
 
 
 @register_function("diff")
-def _diff(a, b, *, lang: Language) -> int:
+def _diff(a, b, *, lang: Grammar) -> int:
     return as_number(a, lang) - as_number(b, lang)
 
 
 @register_function("mul")
-def _mul(a, b, *, lang: Language) -> int:
+def _mul(a, b, *, lang: Grammar) -> int:
     return as_number(a, lang) * as_number(b, lang)
 
 
 @register_function("words")
-def _words(n, *features, lang: Language) -> Forms:
+def _words(n, *features, lang: Grammar) -> Forms:
     """The number word for n in the features given (e.g. gender and case); the other forms come along."""
     value = as_number(n, lang)
     rule = lang.numbers.get(value)
@@ -101,7 +101,7 @@ def _words(n, *features, lang: Language) -> Forms:
 
 
 @register_function("clock")
-def _clock(hour, since=None, *, lang: Language) -> Forms:
+def _clock(hour, since=None, *, lang: Grammar) -> Forms:
     """The time of day at a full hour (any integer, taken modulo 24), from the language's `clock:` table:
     Swahili counts the hours from sunrise and sunset (saa moja asubuhi is 7 a.m.). With `since`, the
     hour a context states, the time without its part of the day ("saa tano" for "saa tano asubuhi") is

@@ -279,8 +279,9 @@ INLINE_RULE_NAME = re.compile(r"exp_\d+")
 
 
 @dataclass
-class Language:
-    """Everything the engine knows about one language (or a bare set of custom dimensions)."""
+class Grammar:
+    """A language's grammar as the engine uses it (or a bare set of custom dimensions): its dimensions, rules,
+    number words and the rest of its data file; `builder.records.Language` is the language as a benchmark declares it."""
 
     code: str
     name: str
@@ -321,7 +322,7 @@ class Language:
         return self._number_words
 
 
-def with_dimensions(language: Language, extra: dict[str, Any]) -> Language:
+def with_dimensions(language: Grammar, extra: dict[str, Any]) -> Grammar:
     """The language with more dimensions (a template file's own, e.g. which things an adjective fits)."""
     if not isinstance(extra, dict):
         raise LanguageDataError("dimensions: give a mapping of name -> features")
@@ -329,9 +330,9 @@ def with_dimensions(language: Language, extra: dict[str, Any]) -> Language:
     return replace(language, dims=Dimensions(dims))
 
 
-def custom(dimensions: dict[str, list[str]]) -> Language:
+def custom(dimensions: dict[str, list[str]]) -> Grammar:
     """A language-less set of dimensions, e.g. {"d1": ["A", "B"]}, with the built-in modifiers."""
-    return Language("xx", "custom", Dimensions([Dimension(k, tuple(v)) for k, v in dimensions.items()]))
+    return Grammar("xx", "custom", Dimensions([Dimension(k, tuple(v)) for k, v in dimensions.items()]))
 
 
 def languages_dir() -> Path:
@@ -359,14 +360,14 @@ def unimorph_schema() -> UniMorphSchema:
 
 
 @cache
-def unimorph_language(code: str, name: str) -> Language:
+def unimorph_language(code: str, name: str) -> Grammar:
     """What a UniMorph import reads a language's feature labels with.
 
     UniMorph's labels are universal, so any language imports with them alone. A language file, where
     there is one, comes first: its dimensions, maps and ignores; UniMorph's labels it does not declare
     join its dimension of the same name, or their own dimension, after it.
     """
-    base = load_language(code) if code in available() else Language(code, name, Dimensions([]))
+    base = load_language(code) if code in available() else Grammar(code, name, Dimensions([]))
     taken = dict(base.dims.of_feature)
     extra = {d.name: [f for f in d.features if f not in taken] for d in unimorph_schema().dimensions}
     dims = [Dimension(d.name, d.features + tuple(extra.pop(d.name, ())), d.sampleable, d.patterns, d.default)
@@ -376,7 +377,7 @@ def unimorph_language(code: str, name: str) -> Language:
 
 
 @cache
-def load_language(code: str) -> Language:
+def load_language(code: str) -> Grammar:
     """The language declared in data/m2c/languages/<code>.yaml."""
     path = languages_dir() / f"{code}.yaml"
     if not path.is_file():
@@ -436,7 +437,7 @@ def _clock(raw: Any) -> dict[int, tuple[str, ...]]:
     return clock
 
 
-def parse_language(raw: dict) -> Language:
+def parse_language(raw: dict) -> Grammar:
     dims = Dimensions([_dimension(n, s) for n, s in raw["dimensions"].items()])
     rules = {}
     for name, entries in (raw.get("rules") or {}).items():
@@ -452,7 +453,7 @@ def parse_language(raw: dict) -> Language:
         numbers[int(n)] = Rule.build(f"number {n}", entries, dims)
     clock = _clock(raw.get("clock"))
     unimorph = raw.get("unimorph") or {}
-    return Language(
+    return Grammar(
         code=raw["code"], name=raw["name"], dims=dims, rules=rules, modifiers=modifiers,
         post=PostProcess.build(raw.get("postprocess") or {}), numbers=numbers, clock=clock,
         unimorph_ignore=frozenset(unimorph.get("ignore", [])), unimorph_map=dict(unimorph.get("map", {})),

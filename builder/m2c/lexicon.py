@@ -24,7 +24,7 @@ from builder.flags import clear_flags
 from builder.inputs import NAME_CHARS, text_problem
 from builder.languages import registry
 from builder.m2c.errors import LanguageDataError, TemplateError
-from builder.m2c.language import Language, available, load_language, unimorph_language, unimorph_schema
+from builder.m2c.language import Grammar, available, load_language, unimorph_language, unimorph_schema
 from builder.m2c.nodes import Lexeme
 from builder.m2c.template_files import LexiconRef
 from builder.workspace import schema as t
@@ -44,7 +44,7 @@ def lemma_id(lang: str, lemma: str) -> str:
     return "l_" + hashlib.blake2b(f"{lang}\x1f{lemma}".encode(), digest_size=6).hexdigest()
 
 
-def canonical(lang: Language, bundle: str) -> str:
+def canonical(lang: Grammar, bundle: str) -> str:
     """A bundle in the language's dimension order; raises LanguageDataError on an unknown feature."""
     feats = lang.dims.bundle(bundle, what=f"bundle {bundle!r}")
     return ".".join(feats[d] for d in lang.dims.sort(feats))
@@ -81,7 +81,7 @@ def _flat(label: str) -> str:
     return label
 
 
-def _unimorph_features(lang: Language, raw: str, summary: ImportSummary, *, strict: bool) -> tuple[str, str]:
+def _unimorph_features(lang: Grammar, raw: str, summary: ImportSummary, *, strict: bool) -> tuple[str, str]:
     """(pos, bundle) of a UniMorph feature string such as "N;ACC;PL": labels mapped by the language file, then by
     UniMorph's own other spellings; ignored where the language file says so; a label that is still no feature of a
     dimension, or a second feature of one (real files have IND;COND), is kept after the bundle (`KEPT`), so that forms

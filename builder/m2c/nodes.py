@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from builder.m2c.errors import TemplateError, Where
-from builder.m2c.language import Language, Rule
+from builder.m2c.language import Grammar, Rule
 
 Modifiers = tuple[Callable[[str], str], ...]
 
@@ -136,7 +136,7 @@ class RuleUse:
     deferred: bool
 
 
-def missing_form(use: RuleUse, feats: dict[str, str], lang: Language, template: str | None) -> TemplateError:
+def missing_form(use: RuleUse, feats: dict[str, str], lang: Grammar, template: str | None) -> TemplateError:
     rule = use.rule
     bundle = ".".join(feats[d] for d in rule.dims if d in feats)
     open_ = [d for d in rule.dims if d not in feats]

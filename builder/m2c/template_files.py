@@ -32,7 +32,7 @@ from pydantic import BaseModel, ConfigDict
 from builder.inputs import yaml_text_problem
 from builder.m2c.engine import Template
 from builder.m2c.errors import LanguageDataError, TemplateError, Where
-from builder.m2c.language import Language, available, load_language, with_dimensions
+from builder.m2c.language import Grammar, available, load_language, with_dimensions
 from builder.m2c.nodes import Lexeme
 from builder.m2c.syntax import Locate
 from builder.paths import data_dir
@@ -98,7 +98,7 @@ class TestTemplate:
     template: Template
     alternatives: tuple[str, ...]
     n: int
-    language: Language
+    language: Grammar
     regexes: tuple[str, ...] = ()  # accepted answers given as `re:<pattern>`
 
     def tests(self, n: int | None = None, seed: int = 0) -> Iterator[M2CTest]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import datasets
 
-from builder.releases.features import features_for
+from builder.releases.features import features_for, is_m2c
 from builder.releases.stats import ReleaseStats
 
 CONTEXT = {
@@ -115,7 +115,7 @@ def croissant(*, name: str, version: str, license: str, created_at: str, langs: 
             + ("; ".join(agreements) if agreements else "no item was reviewed by two or more curators")
         ),
         "rai:annotationsPerItem": ", ".join(f"{r.config}: at least {r.min_reviewers}" for r in review
-                                            if not r.config.startswith("m2c_") and r.rows > r.source) or "none",
+                                            if not is_m2c(r.config) and r.rows > r.source) or "none",
         "rai:annotatorDemographics": f"{curators} curator or expert-translator account(s) across languages; "
                                      "demographics are not recorded.",
         "rai:machineAnnotationTools": models or "none",

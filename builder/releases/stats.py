@@ -11,6 +11,7 @@ from builder.audits import OverlapRow, overlap_table
 from builder.audits.overlap import PairWords
 from builder.languages import registry
 from builder.records import NEGATIVE_TYPES
+from builder.releases.features import is_m2c
 from builder.releases.rows import ConfigRows
 from builder.reviews import StageAgreement, curators, stage_agreement
 from builder.workspace.store import Workspace
@@ -41,13 +42,13 @@ class ReleaseStats(BaseModel):
     @property
     def reviewed_share(self) -> float:
         """Share of non-source rows verified by curators (not waived)."""
-        pairs = [r for r in self.review if not r.config.startswith("m2c_")]
+        pairs = [r for r in self.review if not is_m2c(r.config)]
         base = sum(r.rows - r.source for r in pairs)
         return sum(r.verified for r in pairs) / base if base else 1.0
 
     @property
     def corrected_share(self) -> float:
-        pairs = [r for r in self.review if not r.config.startswith("m2c_")]
+        pairs = [r for r in self.review if not is_m2c(r.config)]
         base = sum(r.rows - r.source for r in pairs)
         return sum(r.corrected for r in pairs) / base if base else 0.0
 

@@ -239,7 +239,7 @@ class Faults:
 
 
 @dataclass
-class Stats:
+class ServerCounts:
     calls: int = 0
     ok: int = 0
     faults: Counter = field(default_factory=Counter)
@@ -282,7 +282,7 @@ class StandinServer:
         self.api_key = api_key  # when set, any other bearer token gets 401
         self.context_tokens: int | None = None  # when set, longer messages get 400 context_length_exceeded
         self.basic_auth: tuple[str, str] | None = None  # when set, (user, password) are wanted as HTTP Basic auth instead
-        self.stats = Stats()
+        self.stats = ServerCounts()
         self.hold_after: int | None = None  # after this many good replies, hold further requests
         self.release = threading.Event()
         self._lock = threading.Lock()

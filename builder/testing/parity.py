@@ -7,7 +7,7 @@ The tools run in their own environment, installed once per machine from
 `requirements/reference-scorers.lock` (as Label Studio's and llama.cpp's are), with the project's
 own torch and transformers versions: lm-eval depends on Hugging Face's `evaluate`
 package, whose import name would shadow this project's `evaluate` package in the project's
-environment. `evaluate/reference_scorers.py` is what runs there.
+environment. `builder/testing/reference_scorers.py` is what runs there.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Scores by lm-evaluation-harness (HF backend) and minicons, run inside their own environment (see
-`evaluate.parity`), never imported by the platform: `python -P reference_scorers.py REQUEST.json OUT.json`.
+`builder.testing.parity`), never imported by the platform: `python -P reference_scorers.py REQUEST.json OUT.json`.
 
 Only the standard library is imported at module level, so the module stays importable anywhere;
 the tools are imported where they run. Each tool's set-up (loading the model) is outside the timing.
