@@ -138,9 +138,8 @@ class Tally:
 class ScoreStore:
     """Open with `ScoreStore.open(url)`; `url` as `store_url` takes it."""
 
-    def __init__(self, engine: Engine, url: str) -> None:
+    def __init__(self, engine: Engine) -> None:
         self.engine = engine
-        self.url = url
 
     @classmethod
     def open(cls, given: str | None = None) -> ScoreStore:
@@ -155,7 +154,7 @@ class ScoreStore:
                 metadata.create_all(engine)
         except (DatabaseError, db.WorkspaceError) as exc:
             raise StoreError(f"score store {shown} cannot be opened: {getattr(exc, 'orig', None) or exc}") from exc
-        return cls(engine, url)
+        return cls(engine)
 
     @classmethod
     def open_existing(cls, given: str | None = None) -> ScoreStore | None:
@@ -167,7 +166,7 @@ class ScoreStore:
         if not inspect(engine).has_table(stored_scores.name):
             engine.dispose()
             return None
-        return cls(engine, url)
+        return cls(engine)
 
     def close(self) -> None:
         self.engine.dispose()
