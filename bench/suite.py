@@ -12,7 +12,8 @@ rewords every tenth pair (in every language) and every tenth M2C test, and is pu
 
 `computed_fraction` is the incremental run's texts computed over all it asked for; `identical` is true
 when every item decision of the incremental run equals the scratch run's, every item score is within 1e-4
-nats of it and every summary score within 1e-4. Target: incremental_ratio at most 0.2, identical=true.
+nats of it, every method table is the same (m2c's replies and verdicts, selftranslate's translations and
+letters; its numbers within 1e-4) and every summary score is within 1e-4. Target: incremental_ratio at most 0.2, identical=true.
 `--quick` evaluates en, de and zh only with 3 M2C tests per template (a busy 2-core machine runs the
 whole bench in well over an hour). Ends with one line: BENCH suite entries=3 full_s=… incremental_s=…
 incremental_ratio=… computed_fraction=… identical=true|false
@@ -52,6 +53,19 @@ def identical(a_dir: Path, b_dir: Path) -> tuple[bool, str]:
     for col in ("score_acceptable", "score_unacceptable"):
         if not np.allclose(x[col], y[col], rtol=0, atol=TOLERANCE, equal_nan=True):
             return False, f"{col} differs by {np.nanmax(np.abs(x[col] - y[col])):.1e}"
+    if sorted(a.tables) != sorted(b.tables):
+        return False, "different tables"
+    for name in a.tables:  # m2c's and selftranslate's decisions (replies, letters, verdicts) are in their tables
+        x, y = a.tables[name].reset_index(drop=True), b.tables[name].reset_index(drop=True)
+        if list(x.columns) != list(y.columns) or len(x) != len(y):
+            return False, f"table {name} differs in shape"
+        for col in x.columns:
+            if pd.api.types.is_float_dtype(x[col]) and pd.api.types.is_float_dtype(y[col]):
+                same = np.allclose(x[col], y[col], rtol=0, atol=TOLERANCE, equal_nan=True)
+            else:
+                same = x[col].astype(str).equals(y[col].astype(str))
+            if not same:
+                return False, f"table {name} column {col} differs"
     sa, sb = (pd.DataFrame([{**s.model_dump(exclude={"extra"})} for s in r.scores]).set_index(
         ["method", "variant", "lang", "negative_type", "metric"]).sort_index() for r in (a, b))
     if not sa.index.equals(sb.index):

@@ -199,3 +199,23 @@ def test_two_processes_writing_the_store_at_once_lose_nothing_and_recompute_noth
     assert inner.scored == [("new", " text")]  # everything the two processes stored is found, nothing is lost
     for r in texts:
         assert np.array_equal(got[r].logprobs, expected(r).logprobs) and np.array_equal(got[r].ends, expected(r).ends)
+
+
+def test_an_endpoint_entry_takes_its_replies_from_the_store_on_the_next_run(m2c_release, server, tmp_path):
+    from generative_fixtures import VERSION as M2C_VERSION
+
+    path = tmp_path / "suite.yaml"
+    path.write_text(f"methods: [selftranslate, m2c]\nlangs: [de, en]\nmodels:\n  - name: served\n"
+                    f"    endpoint: {server.base_url}\n    served_model: standin-chat\n    concurrency: 8\n", encoding="utf-8")
+    common = ["--release", m2c_release, "--version", M2C_VERSION, "--store", tmp_path / "s.sqlite", "--no-report"]
+    suite(path, *common, "--out", tmp_path / "first")
+    sent = server.stats.calls
+    first = summary(tmp_path / "first" / "served")["store"]
+    assert sent > 0 and first["m2c"]["computed"] > 0 and first["selftranslate"]["computed"] > 0
+    suite(path, *common, "--out", tmp_path / "second")  # another folder: no LLM cache of its own to replay from
+    second = summary(tmp_path / "second" / "served")["store"]
+    assert server.stats.calls == sent
+    assert {m: (c["computed"], c["stored"]) for m, c in second.items()} == {
+        m: (0, c["computed"] + c["stored"]) for m, c in first.items()}
+    a, b = (pd.read_parquet(tmp_path / d / "served" / "m2c_items.parquet") for d in ("first", "second"))
+    assert a["reply"].tolist() == b["reply"].tolist() and a["correct"].tolist() == b["correct"].tolist()
