@@ -4,5 +4,5 @@
 __all__ = [
     "answers", "backends", "consistency", "data", "decision_agreement", "direct", "endpoint_scoring",
     "gates", "gguf", "m2c", "meta", "methods", "models", "neuro", "quality",
-    "report", "reporting", "results", "run", "scoring", "selftranslate", "toy"
+    "report", "reporting", "results", "run", "scoring", "selftranslate", "store", "suite", "suite_run", "toy"
 ]

@@ -20,11 +20,15 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from filelock import FileLock
+
 from builder.environments import cache_root
 from builder.errors import InputError
+from builder.files import write_text
 
 GGUF_SUFFIX = ".gguf"
 CONVERSION_FILE = "conversion.json"
+HASHES_FILE = "file-hashes.json"  # {path: [size, mtime_ns, sha256]}
 
 
 def cache_dir() -> Path:
@@ -45,10 +49,25 @@ def gguf_file(path: Path) -> Path | None:
 
 
 def file_sha256(path: Path) -> str:
+    """The file's sha256, read once per content: remembered by path, size and modification time (as make does) in
+    the cache, so that loading a large model again, or a suite's second entry of it, hashes nothing."""
+    path = Path(path).resolve()
+    stat = path.stat()
+    stamp = [stat.st_size, stat.st_mtime_ns]
+    known = cache_root() / HASHES_FILE
+    known.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(known.with_suffix(".lock")):
+        hashes = json.loads(known.read_text(encoding="utf-8")) if known.is_file() else {}
+    if hashes.get(str(path), [None])[:2] == stamp:
+        return hashes[str(path)][2]
     h = hashlib.sha256()
     with path.open("rb") as f:
         while chunk := f.read(1 << 24):
             h.update(chunk)
+    with FileLock(known.with_suffix(".lock")):
+        hashes = json.loads(known.read_text(encoding="utf-8")) if known.is_file() else {}
+        hashes[str(path)] = [*stamp, h.hexdigest()]
+        write_text(known, json.dumps(hashes))
     return h.hexdigest()
 
 

@@ -127,11 +127,7 @@ def weights_sha256(folder: Path) -> str:
         raise InputError(f"{folder}: no weight files ({', '.join(WEIGHT_SUFFIXES)})")
     outer = hashlib.sha256()
     for p in files:
-        h = hashlib.sha256()
-        with p.open("rb") as f:
-            while chunk := f.read(1 << 24):
-                h.update(chunk)
-        outer.update(f"{p.name}\0{h.hexdigest()}\n".encode())
+        outer.update(f"{p.name}\0{gguf.file_sha256(p)}\n".encode())
     return outer.hexdigest()
 
 

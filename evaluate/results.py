@@ -2,7 +2,8 @@
 
 DIR/results.parquet   one row per item x method x variant
 DIR/<table>.parquet   method tables (probes.parquet: F1 per language x negative type x model x layer)
-DIR/summary.json      {"config": RunConfig, "scores": [Score, ...]}
+DIR/summary.json      {"config": RunConfig, "scores": [Score, ...], "store": {method: {"computed": n, "stored": n,
+                      "unstored": n}}} (texts computed, taken from the score store, computed unstorable; with a store)
 Each file is written to a temporary name of its own and renamed (`builder.files`), so a reader never sees half a
 file and two runs writing one folder never collide.
 """
@@ -11,7 +12,7 @@ from __future__ import annotations
 
 import json
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -81,6 +82,7 @@ class Results:
     items: pd.DataFrame
     scores: list[Score]
     tables: dict[str, pd.DataFrame]
+    store: dict[str, dict[str, int]] = field(default_factory=dict)  # per method: texts computed, stored, unstored
 
     def score_frame(self) -> pd.DataFrame:
         return pd.DataFrame([s.model_dump() for s in self.scores], columns=list(Score.model_fields))
@@ -101,7 +103,8 @@ def write_results(directory: Path, results: Results) -> None:
         write_parquet(directory / ITEMS, results.items)
         write_json(directory / SUMMARY, {"config": results.config.model_dump(mode="json"),
                                          "scores": [s.model_dump() for s in results.scores],
-                                         "tables": sorted(results.tables)})
+                                         "tables": sorted(results.tables),
+                                         **({"store": results.store} if results.store else {})})
 
 
 def read_results(directory: Path) -> Results:
@@ -116,4 +119,4 @@ def read_results(directory: Path) -> Results:
         raise InputError(f"{path}: not a results summary ({exc})") from exc
     items = pd.read_parquet(Path(directory) / ITEMS) if (Path(directory) / ITEMS).is_file() else pd.DataFrame(columns=ITEM_COLUMNS)
     tables = {name: pd.read_parquet(Path(directory) / f"{name}.parquet") for name in data.get("tables", [])}
-    return Results(config, items, scores, tables)
+    return Results(config, items, scores, tables, data.get("store", {}))

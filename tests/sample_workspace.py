@@ -59,3 +59,32 @@ def build_sample_release(root: Path, version: str, *, m2c_langs: tuple[str, ...]
     finally:
         ws.close()
     return root / "releases"
+
+
+def publish_changed(root: Path, version: str, *, every: int = 10) -> set[str]:
+    """Release `version` of the workspace under `root/ws` into `root/releases` with every `every`-th pair (by pair id,
+    in every language) and M2C test reworded, as a curator's corrections would: returns the changed pair ids."""
+    from sqlalchemy import select
+
+    from builder.m2c.template_files import test_id
+    from builder.workspace import schema as t
+
+    ws = open_workspace(root / "ws")
+    try:
+        ids = sorted({r["pair_id"] for r in ws.rows(select(t.sentence_pairs.c.pair_id))})[::every]
+        pairs = ws.rows(select(t.sentence_pairs).where(t.sentence_pairs.c.pair_id.in_(ids)))
+        tests = ws.rows(select(t.m2c_tests).order_by(t.m2c_tests.c.test_id))[::every]
+        with ws.transaction() as conn:
+            for p in pairs:
+                where = (t.sentence_pairs.c.pair_id == p["pair_id"]) & (t.sentence_pairs.c.lang == p["lang"])
+                conn.execute(t.sentence_pairs.update().where(where).values(
+                    acceptable=p["acceptable"].rstrip(".。") + " (2).", unacceptable=p["unacceptable"].rstrip(".。") + " (2)."))
+            for test in tests:  # another text is another test, with an id of its own
+                context = test["context"] + " (2)"
+                conn.execute(t.m2c_tests.update().where(t.m2c_tests.c.test_id == test["test_id"]).values(
+                    context=context, test_id=test_id(test["lang"], test["template_id"], context, test["question"],
+                                                     test["answer"])))
+        publish(ws, PublishRequest(target=root / "releases", version=version))
+    finally:
+        ws.close()
+    return set(ids)

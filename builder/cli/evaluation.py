@@ -191,3 +191,58 @@ def gate_cmd(
         err.print(f"[red]gate failed:[/red] {reason}", highlight=False)
         raise typer.Exit(1)
     out.print(f"gate passed: {len(checks)} checks")
+
+
+suite_app = typer.Typer(help="Evaluate a suite of models (a YAML file) on a release, through a shared score store.",
+                        no_args_is_help=True)
+eval_app.add_typer(suite_app, name="suite")
+
+
+@suite_app.command("run")
+def suite_run_cmd(
+    suite_file: Path = typer.Argument(..., help="The suite: models, methods, languages, gates (docs/evaluation.md)"),
+    release: str = typer.Option(..., "--release", help="Release source: a local release folder or a Hub dataset id"),
+    version: str = typer.Option("latest", "--version", help="X.Y.Z or latest"),
+    out_dir: Path = typer.Option(..., "--out", help="Results: one folder per entry, DIR/<name>/, and DIR/suite.json "
+                                 "(re-running resumes)"),
+    previous: Path | None = typer.Option(None, "--previous", help="The previous release's suite results (its --out)"),
+    store: str | None = typer.Option(None, "--store", help="The score store: a SQLite file or postgresql://USER@HOST/DB "
+                                     "[default: $BUILDER_SCORE_STORE, else ~/.cache/xbench-builder/scores.sqlite]"),
+    jobs: int = typer.Option(1, "--jobs", min=1, help="Entries evaluated at once, each in a process of its own "
+                             "(on CPUs the cores are shared among them)"),
+    devices: str | None = typer.Option(None, "--devices", help="Devices given to the entries in turn: cuda:0,cuda:1 "
+                                       "(an entry's own device first)"),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Print per model and method the texts not in the store, their "
+                                 "decoder positions (or endpoint requests) and an estimated time; write nothing"),
+    report: bool = typer.Option(True, "--report/--no-report", help="Write each entry's report"),
+) -> None:
+    """Evaluate every model of SUITE_FILE into DIR/<name>/, as `builder eval run` would, computing only what the score
+    store does not hold; exit 1 when an entry failed."""
+    from evaluate.suite import load_suite
+    from evaluate.suite_run import plan_suite, run_suite
+
+    suite = load_suite(suite_file)  # a bad file is refused before anything is loaded
+    chosen = [d.strip() for d in (devices or "").split(",") if d.strip()] or None
+    if dry_run:
+        costs = plan_suite(suite, release, version, store=store, devices=chosen)
+        table = Table(title=f"what {suite_file} would compute (nothing is written)")
+        for col in ("model", "method", "what", "texts", "not stored", "decoder positions", "requests", "estimated", "device"):
+            table.add_column(col, justify="right" if col in ("texts", "not stored", "decoder positions", "requests",
+                                                               "estimated") else "left")
+        for c in costs:
+            table.add_row(c.entry, c.method, c.kind, str(c.texts), str(c.missing), f"{c.positions:,}" if c.positions else "—",
+                          str(c.requests) if c.requests else "—",
+                          "—" if c.estimated_s is None else f"{c.estimated_s:,.0f} s", c.device)
+        out.print(table)
+        total = sum(c.estimated_s or 0 for c in costs)
+        out.print(f"estimated: {total:,.0f} s in all, one entry at a time (scoring and greedy decoding measured on a few "
+                  "of the missing texts; neuro always recomputes its hidden states)")
+        return
+    with progress(err, disable=jobs > 1) as show:
+        outcomes = run_suite(suite, release, version, out_dir, store=store, jobs=jobs, devices=chosen, previous=previous,
+                             report=report, progress=show, log=lambda message: err.print(message, highlight=False,
+                                                                                           markup=False))
+    failed = [o for o in outcomes if not o.ok]
+    out.print(f"{len(outcomes) - len(failed)} of {len(outcomes)} entries in {out_dir} ({out_dir / 'suite.json'})")
+    if failed:
+        fail(f"{len(failed)} entr{'y' if len(failed) == 1 else 'ies'} failed: " + "; ".join(f"{o.name}: {o.error}" for o in failed))
