@@ -82,8 +82,10 @@ def main() -> None:
     args = parser.parse_args()
     sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from rich.console import Console
     from sample_workspace import build_sample_release, publish_changed  # the demo's data, built by the real stages
 
+    from builder.progress import progress
     from evaluate.data import load_release_pairs
     from evaluate.suite import ModelEntry, Suite
     from evaluate.suite_run import run_suite
@@ -106,8 +108,9 @@ def main() -> None:
 
         def timed(version: str, out: str, store: str) -> tuple[float, list]:
             started = time.perf_counter()
-            outcomes = run_suite(suite, str(release), version, tmp / out, store=str(tmp / store), report=False,
-                                 log=lambda m: print(m, flush=True))
+            with progress(Console(stderr=True)) as show:  # a line as each task passes a tenth, in a log
+                outcomes = run_suite(suite, str(release), version, tmp / out, store=str(tmp / store), report=False,
+                                     progress=show, log=lambda m: print(m, flush=True))
             if failed := [o for o in outcomes if not o.ok]:
                 raise SystemExit("; ".join(f"{o.name}: {o.error}" for o in failed))
             return time.perf_counter() - started, outcomes
