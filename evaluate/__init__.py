@@ -3,6 +3,6 @@
 # The package's public names are its modules (imported by name, e.g. `from evaluate import answers`).
 __all__ = [
     "answers", "backends", "consistency", "data", "decision_agreement", "direct", "endpoint_scoring",
-    "gates", "gguf", "m2c", "meta", "methods", "models", "neuro", "parity", "quality", "reference_scorers",
-    "report", "reporting", "results", "run", "scoring", "selftranslate", "toy"
+    "gates", "gguf", "m2c", "meta", "methods", "models", "neuro", "page", "parity", "quality", "reference_scorers",
+    "report", "results", "run", "scoring", "selftranslate", "toy"
 ]

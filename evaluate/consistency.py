@@ -27,8 +27,8 @@ from evaluate.decision_agreement import Decisions, agreement, consistency, label
 from evaluate.meta import ask
 from evaluate.meta import prompts as meta_prompts
 from evaluate.methods import ALL, ITEM_COLUMNS, Context, MethodOutput, Score, register
+from evaluate.page import Page, plt, table
 from evaluate.protocols import Capability, TextGenerator, TextScorer
-from evaluate.reporting import Page, plt, table
 
 SOURCE = "en"
 GOLD = "acceptable"

@@ -24,8 +24,8 @@ from builder.m2c.answers import validate
 from builder.m2c.template_files import template_type
 from builder.paths import data_dir
 from evaluate.methods import ALL, ITEM_COLUMNS, Context, MethodOutput, Score, register
+from evaluate.page import Page, table
 from evaluate.protocols import TextGenerator
-from evaluate.reporting import Page, table
 
 MAX_NEW_TOKENS = 20
 VARIANTS = ("zero_shot", "one_shot")

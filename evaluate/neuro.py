@@ -52,8 +52,8 @@ from builder.errors import InputError
 from builder.files import write_text
 from evaluate.methods import ALL, ITEM_COLUMNS, Context, EvalOptions, MethodOutput, Score, item_frame, register
 from evaluate.models import LoadedModel, random_control
+from evaluate.page import EXCLUDED_FROM_TYPOLOGY, Page, joined, plt, table
 from evaluate.protocols import HiddenStates
-from evaluate.reporting import EXCLUDED_FROM_TYPOLOGY, Page, joined, plt, table
 from evaluate.scoring import ENCODE_CHUNK, length_batches, pad_batch
 
 CHUNK_BYTES = 1 << 20  # working buffers of reads and of the solver's blocks of features stay this small

@@ -7,7 +7,7 @@ each method's headline by negative type, and the cross-method figures:
   fig3_correlations  method against method over language x negative type cells, Pearson r
   fig4_typology      averages by morphological typology, English left out
 Each method then adds its own section, tables and figures (`Method.report`, in registry order), e.g.
-neuro's layer curves and peak layers (Figures 5 and 6). Figures are saved as in `evaluate.reporting`;
+neuro's layer curves and peak layers (Figures 5 and 6). Figures are saved as in `evaluate.page`;
 the report lists every figure, drawn or not, with the reason.
 """
 
@@ -26,7 +26,7 @@ from builder.records import NEGATIVE_TYPES
 from evaluate.comparison import comparison_section
 from evaluate.methods import ALL
 from evaluate.methods import registry as method_registry
-from evaluate.reporting import EXCLUDED_FROM_TYPOLOGY, Page, joined, plt, table, text
+from evaluate.page import EXCLUDED_FROM_TYPOLOGY, Page, joined, plt, table, text
 from evaluate.results import Results, read_results, results_lock
 
 

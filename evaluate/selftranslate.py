@@ -41,9 +41,9 @@ from builder.paths import data_dir
 from evaluate.answers import normalize
 from evaluate.decision_agreement import breakdown, label_distribution
 from evaluate.methods import ALL, ITEM_COLUMNS, Context, MethodOutput, Score, register
+from evaluate.page import Page, plt, table
 from evaluate.protocols import TextGenerator
 from evaluate.quality import ItemTranslation, Segment, consistency_above, correlate, score_translations
-from evaluate.reporting import Page, plt, table
 
 SOURCE = "en"  # the default source: English into every other language of the release
 CONDITIONS = ("I", "X", "T")

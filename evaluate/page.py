@@ -1,4 +1,4 @@
-"""What every section of the evaluation report is made with: the page being written, Markdown tables, figures.
+"""The report page being written: Markdown cells, the figures drawn for it, what every report section is made with.
 
 `evaluate.report` writes what is common to every run (header, headline scores, cross-method figures)
 and asks each method that ran for its own section (`Method.report(page)`), so a method's tables and
