@@ -28,8 +28,34 @@ import matplotlib.pyplot as plt  # noqa: E402 - the backend is chosen before pyp
 TYPOLOGIES = ("analytic", "inflectional", "agglutinative")
 UNKNOWN = "unknown"  # the typology of a language the results hold no declaration for
 EXCLUDED_FROM_TYPOLOGY = "en"
+OPEN_ANSWERS = ("m2c",)  # methods whose answer is free text: no chance level
 
-__all__ = ["EXCLUDED_FROM_TYPOLOGY", "TYPOLOGIES", "UNKNOWN", "Page", "joined", "plt", "table", "text"]
+__all__ = ["EXCLUDED_FROM_TYPOLOGY", "TYPOLOGIES", "UNKNOWN", "Page", "chance", "joined", "model_label", "plt",
+           "release_label", "table", "text"]
+
+
+def chance(method: str, metric: str) -> float | None:
+    """What guessing scores: a two-way choice (accuracy, F1 of a balanced probe, agreement of two decisions) 0.5; an
+    open answer has none."""
+    if method in OPEN_ANSWERS or metric in ("bias", "bleu", "chrf", "morph_error_share", "invalid_share"):
+        return None
+    return 0.5
+
+
+def model_label(config) -> str:
+    """The model as a reader names it: a local folder's or file's name, a Hub or served model's id (never a path)."""
+    m = config.model
+    return Path(m.gguf_file).name if m.gguf_file else Path(m.name).name if m.source == "local" else m.name
+
+
+def release_label(config) -> str:
+    """The release as a reader names it: its folder's (or Hub dataset's) name and version."""
+    source = config.dataset.source
+    path = Path(source)
+    if not path.exists() and source.count("/") == 1:  # a Hub dataset id
+        return f"{source} {config.dataset.version}"
+    name = path.parent.name if path.name == "releases" else path.name  # a workspace's releases: the workspace's name
+    return f"{name} {config.dataset.version}"
 
 
 _MARKUP = str.maketrans({c: "\\" + c for c in "\\`*_[]<>|&~#"} | {"\n": "\\\\n", "\r": "\\\\r", "\t": " "})

@@ -152,6 +152,28 @@ def report_cmd(
     _report(directory, compare)
 
 
+@eval_app.command("leaderboard")
+def leaderboard_cmd(
+    directories: list[Path] = typer.Argument(..., help="Results folders, or suite folders (DIR/suite.json, else every "
+                                             "subfolder holding results)"),
+    out_dir: Path = typer.Option(..., "--out", help="Where leaderboard.html, .csv and .parquet go"),
+    previous: list[Path] | None = typer.Option(None, "--previous", help="The previous release's results or suite folders; "
+                                               "entries of the same name are compared"),
+    gates: Path | None = typer.Option(None, "--gates", help="Gates file [default: data/gates.yaml]"),
+) -> None:
+    """Write one leaderboard over several models' results: headline heatmaps, gate verdicts, changes since --previous."""
+    from evaluate.gates import load_rules
+    from evaluate.leaderboard import build, suite_entries, write
+
+    entries = {name: path for d in directories for name, path in suite_entries(d).items()}
+    before = {name: path for d in previous or [] for name, path in suite_entries(d).items()}
+    board = build(entries, before or None, load_rules(gates), links_from=out_dir)
+    paths = write(out_dir, board)
+    for g in board.gates:
+        err.print(f"{g.model}: gate {g.verdict}" + "".join(f"\n  {f}" for f in g.failures), highlight=False)
+    out.print(f"leaderboard of {len(entries)} model(s), suite gate {board.verdict}: {paths['html']}, {paths['csv']}")
+
+
 @eval_app.command("gate")
 def gate_cmd(
     directory: Path = typer.Argument(..., help="Results of the release candidate"),
