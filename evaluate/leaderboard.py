@@ -26,7 +26,7 @@ from matplotlib import colormaps, colors
 from builder.errors import InputError
 from builder.files import atomic_write, write_text
 from builder.records import Record
-from evaluate.gates import GateError, Rule, check, verdict
+from evaluate.gates import GateError, Rule, check, item_outcomes, verdict
 from evaluate.intervals import PairedChange, paired_change, wilson
 from evaluate.methods import ALL
 from evaluate.methods import registry as method_registry
@@ -133,18 +133,6 @@ def _cells(name: str, results: Results) -> list[Cell]:
     return out
 
 
-def item_outcomes(results: Results, method: str) -> pd.DataFrame:
-    """lang, item, correct: the headline variant's right and wrong per item (M2C: per test), for paired comparisons."""
-    variant = method_registry()[method].headline[0]
-    if method == "m2c" and "m2c_items" in results.tables:
-        t = results.tables["m2c_items"]
-        t = t[t["variant"] == variant]
-        return pd.DataFrame({"lang": t["lang"], "item": t["test_id"].astype(str), "correct": t["correct"].astype(bool)})
-    items = results.items
-    sel = items[(items["method"] == method) & (items["variant"] == variant)]
-    return pd.DataFrame({"lang": sel["lang"], "item": sel["pair_id"].astype(str), "correct": sel["correct"].astype(bool)})
-
-
 def _changes(name: str, now: Results, before: Results) -> list[Change]:
     head_now = {(c.method, c.lang): c for c in _cells(name, now) if c.negative_type == ALL}
     head_before = {(c.method, c.lang): c for c in _cells(name, before) if c.negative_type == ALL}
@@ -153,7 +141,7 @@ def _changes(name: str, now: Results, before: Results) -> list[Change]:
         a, b = head_now.get((method, lang)), head_before.get((method, lang))
         shared = None
         if a is not None and b is not None:
-            x, y = (item_outcomes(r, method) for r in (before, now))
+            x, y = (item_outcomes(r, method, a.variant) for r in (before, now))
             both = x[x["lang"] == lang].merge(y[y["lang"] == lang], on="item", suffixes=("_before", "_now"))
             shared = paired_change(both["correct_before"], both["correct_now"]) if not both.empty else None
         out.append(Change(method=method, model=name, lang=lang, now=a.value if a else None, before=b.value if b else None,

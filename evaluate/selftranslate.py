@@ -180,7 +180,11 @@ def figure(summary: pd.DataFrame, page: Page) -> None:
         twin.set_ylabel("BLEU of its translations")
         data = pd.concat([data, bleu.rename(columns={"bleu": "value"}).assign(condition="X/T", metric="bleu")])
     ax.set_title("Self-translation")
-    page.save(fig, data, "selftranslate_consistency")
+    page.save(fig, data, "selftranslate_consistency",
+              "Per direction, the share of items decided as on the source original when the model translated the "
+              "instruction (I), the input (X) or both (T) itself (bars, left axis; 0.5 is what two random answers agree "
+              "on), and the BLEU of its translations (stars, right axis). Consistency of 1.0 at low accuracy means the "
+              "same answer everywhere, not understanding.")
 
 
 def table1(summary: pd.DataFrame) -> pd.DataFrame:
@@ -329,7 +333,7 @@ class SelfTranslate:
     def report(self, page: Page) -> list[str]:
         summary = page.results.tables["selftranslate_summary"]
         figure(summary, page)
-        return section(page.results.tables) if not summary.empty else []
+        return [*section(page.results.tables), *page.figure("selftranslate_consistency")] if not summary.empty else []
 
 
 register(SelfTranslate())

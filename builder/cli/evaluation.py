@@ -181,14 +181,23 @@ def gate_cmd(
     gates: Path | None = typer.Option(None, "--gates", help="Gates file [default: data/gates.yaml]"),
 ) -> None:
     """Check the results against the declared thresholds and regressions; exit 1 when any fails."""
-    from evaluate.gates import check, load_rules, verdict
+    from evaluate.gates import check, differences, load_rules, verdict
+    from evaluate.page import model_label, release_label
     from evaluate.results import read_results
 
     rules = load_rules(gates)
-    checks = check(read_results(directory), rules, read_results(previous) if previous else None)
-    table = Table(title=f"release gates for {directory}")
-    for col in ("method", "variant", "lang", "negative type", "value", "bounds", "previous", "regression", "max drop", "status"):
-        table.add_column(col, justify="right" if col in ("value", "previous", "regression", "max drop") else "left")
+    results, before = read_results(directory), read_results(previous) if previous else None
+    for d in differences(results, before) if before else []:
+        if not d.refused:
+            err.print(f"[yellow]warning:[/yellow] the runs differ in {d.what}: {d.this} now, {d.previous} before; "
+                      f"{'regressions are measured on the items both hold' if d.what in ('release', 'items') else f'only the {d.what} both hold are compared'}",
+                      highlight=False)
+    checks = check(results, rules, before)
+    title = f"release gates for {model_label(results.config)} on {release_label(results.config)}"
+    table = Table(title=title + (f", against {release_label(before.config)}" if before else ""))
+    for col in ("method", "variant", "lang", "negative type", "value", "n", "bounds", "previous", "n shared", "regression",
+                "max drop", "status"):
+        table.add_column(col, justify="right" if col in ("value", "n", "previous", "n shared", "regression", "max drop") else "left")
 
     def num(v):
         return "—" if v is None else f"{v:.3f}"
@@ -196,8 +205,9 @@ def gate_cmd(
     for c in sorted(checks, key=lambda c: (c.passed, c.method, c.variant, c.lang, c.negative_type)):
         bounds = " ".join(x for x in (c.min is not None and f"≥{c.min}", c.max is not None and f"≤{c.max}") if x) or "—"
         status = "[green]pass[/green]" if c.passed else "[red]FAIL[/red] " + "; ".join(c.failures)
-        table.add_row(c.method, c.variant, c.lang, c.negative_type, num(c.value), bounds, num(c.previous), num(c.regression),
-                      num(c.max_drop), status)
+        shared = "—" if c.previous is None else "whole" if c.n_shared is None else str(c.n_shared)
+        table.add_row(c.method, c.variant, c.lang, c.negative_type, num(c.value), str(c.n), bounds, num(c.previous), shared,
+                      num(c.regression), num(c.max_drop), status)
     out.print(table)
     failed = [c for c in checks if not c.passed]
     for c in failed:
