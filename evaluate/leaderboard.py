@@ -26,6 +26,7 @@ from matplotlib import colormaps, colors
 from builder.errors import InputError
 from builder.files import atomic_write, write_text
 from builder.records import Record
+from evaluate.findings import findings
 from evaluate.gates import GateError, Rule, check, item_outcomes, verdict
 from evaluate.intervals import PairedChange, paired_change, wilson
 from evaluate.methods import ALL
@@ -87,6 +88,7 @@ class Entry(Record):
     release: str
     results: str
     report: str | None  # the model's own report.html, when written
+    flags: tuple[str, ...] = ()  # what its report's "What this model knows" flags: constant, at or below chance, control
 
 
 class Leaderboard(Record):
@@ -176,8 +178,9 @@ def build(entries: dict[str, Path], previous: dict[str, Path] | None = None, rul
     for name, path in entries.items():
         report = Path(path) / "report.html"
         link = os.path.relpath(report, links_from) if links_from is not None else str(report)
+        flags = tuple(f"{f.method} {f.flag}: {', '.join(f.where)}" for f in findings(loaded[name]) if f.flag != "above chance")
         rows.append(Entry(name=name, model=model_label(loaded[name].config), release=release_label(loaded[name].config),
-                          results=str(path), report=link if report.is_file() else None))
+                          results=str(path), report=link if report.is_file() else None, flags=flags))
     return Leaderboard(
         release=", ".join(releases), previous_release=", ".join(before_releases) or None, entries=tuple(rows),
         methods=tuple(m for m in method_registry() if m in methods),
@@ -187,7 +190,8 @@ def build(entries: dict[str, Path], previous: dict[str, Path] | None = None, rul
 
 
 def frame(board: Leaderboard) -> pd.DataFrame:
-    """The leaderboard as one table: `table` is `headline` (a cell) or `change` (against the previous release)."""
+    """The leaderboard as one table: `table` is `headline` (a cell), `change` (against the previous release), `flags` (what
+    a model's answers show, in `notes`) or `gate` (value 1 passed, 0 failed; the failed rules in `notes`)."""
     rows = [{"table": "headline", **c.model_dump()} for c in board.cells]
     for c in board.changes:
         s = c.shared
@@ -197,9 +201,11 @@ def frame(board: Leaderboard) -> pd.DataFrame:
                      "shared_now": s.after if s else None, "shared_change": s.change if s else None,
                      "shared_low": s.low if s else None, "shared_high": s.high if s else None,
                      "p_value": s.p_value if s else None, "data_part": c.data_part})
+    for e in board.entries:
+        rows.append({"table": "flags", "model": e.name, "n": len(e.flags), "notes": "\n".join(e.flags)})
     for g in board.gates:
         rows.append({"table": "gate", "model": g.model, "value": float(g.verdict == "pass"), "n": g.checks,
-                     "failures": "\n".join(g.failures)})
+                     "notes": "\n".join(g.failures)})
     return pd.DataFrame(rows)
 
 
@@ -282,11 +288,12 @@ td.heat small{display:block;font-size:70%}figure{margin:1em 0}figcaption{color:#
 </style></head><body>
 <h1>Leaderboard: {{ board.release }}</h1>
 <p>{{ board.entries|length }} model(s){% if board.previous_release %}, compared with {{ board.previous_release }}{% endif %}.</p>
-<table id="models"><tr><th class="name">entry</th><th class="name">model</th><th class="name">release</th><th class="name">report</th>
+<table id="models"><tr><th class="name">entry</th><th class="name">model</th><th class="name">release</th><th class="name">report</th><th class="name">flags (what it knows)</th>
 {% if board.gates %}<th class="name">gate</th>{% endif %}</tr>
 {% for e in board.entries %}
 <tr><td class="name">{{ e.name }}</td><td class="name">{{ e.model }}</td><td class="name">{{ e.release }}</td>
 <td class="name">{% if e.report %}<a href="{{ e.report }}">report</a>{% else %}no report written{% endif %}</td>
+<td class="name">{% for f in e.flags %}{{ f }}<br>{% else %}none{% endfor %}</td>
 {% if board.gates %}<td class="name {{ gates[e.name].verdict }}">{{ gates[e.name].verdict }}</td>{% endif %}</tr>
 {% endfor %}
 </table>

@@ -77,6 +77,11 @@ def test_leaderboard_shows_every_model_s_heatmaps_gates_and_changes_as_chromium_
     models = grid(page.table(id="models"))
     assert models[(HOSTILE, "model")]["text"] == "model" and models[("toy", "release")]["text"] == f"eval-release0 {VERSION}"
     assert ("report", ) == tuple({text for _, text in page.links})
+    # What each model's answers show, as its report flags it: the toy's meta is at chance where its interval holds 0.5.
+    meta = {s.lang: wilson(s.value, s.n) for s in read_results(toy).scores
+            if (s.method, s.variant, s.negative_type) == ("meta", "order_averaged", "all")}
+    at_chance = ", ".join(lang for lang, (lo, hi) in sorted(meta.items()) if lo <= 0.5 <= hi)
+    assert f"meta at chance: {at_chance}" in models[("toy", "flags (what it knows)")]["text"]
     for href, _ in page.links:
         assert (out / href).resolve() in {(toy / "report.html").resolve(), (eos_run / "report.html").resolve()}
 
@@ -133,6 +138,7 @@ def test_leaderboard_shows_every_model_s_heatmaps_gates_and_changes_as_chromium_
         change = data[(data["table"] == "change") & (data["model"] == "toy") & (data["method"] == "direct") & (data["lang"] == "de")]
         assert change["n_shared"].item() == len(shared) and change["shared_change"].item() == pytest.approx(expected.change)
         assert set(data[data["table"] == "gate"]["model"]) == {"toy", HOSTILE}
+        assert f"meta at chance: {at_chance}" in data[(data["table"] == "flags") & (data["model"] == "toy")]["notes"].item()
 
 
 def test_suite_folders_are_read_from_suite_json_or_their_results_subfolders(evaluated, tmp_path):
