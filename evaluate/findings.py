@@ -34,7 +34,8 @@ class Finding(Record):
 def _meta_order(items: pd.DataFrame) -> list[Finding]:
     """Meta asks each pair with the acceptable option first and second: a model choosing by position is constant."""
     meta = items[(items["method"] == "meta") & items["variant"].isin(["acceptable_first", "acceptable_second"])]
-    meta = meta[meta["score_acceptable"].notna() & meta["score_unacceptable"].notna()]
+    meta = meta[meta["score_acceptable"].notna() & meta["score_unacceptable"].notna()
+                & (meta["score_acceptable"] != meta["score_unacceptable"])]  # a tie or an unreadable reply chose nothing
     first, second = [], []
     for lang, sub in meta.groupby("lang", sort=True):
         picks_first = sub["correct"].astype(bool) == (sub["variant"] == "acceptable_first")

@@ -6,8 +6,10 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pandas as pd
 from eval_fixtures import VERSION, first_mention_model
 
+from evaluate.findings import findings
 from evaluate.intervals import paired_change, wilson
 from evaluate.methods import EvalOptions, resolve
 from evaluate.models import random_control
@@ -15,6 +17,7 @@ from evaluate.page import Page, estimate
 from evaluate.report import build_report, fig2_heatmaps, headline
 from evaluate.results import read_results
 from evaluate.run import run_evaluation
+from evaluate.selftranslate import acceptable_first, label
 
 FIGURES = ("fig2_heatmaps", "fig3_correlations", "fig4_typology", "fig5_layers", "fig6_peak_layer")
 
@@ -115,3 +118,18 @@ def test_probes_of_a_random_network_are_called_no_better_than_their_control(toy,
             expected.append(f"{lang} ({change.after:.2f} against {change.before:.2f}, n {change.n})")
     assert expected, "a random network's probes beat another random network's"
     assert f"- **no better than the control**, neuro: {', '.join(expected)}:" in knows
+
+
+def test_a_self_translation_answering_a_to_everything_is_called_constant(results_copy):
+    """Decisions read from letters as selftranslate reads them: "A" to every question of the original and of en→de T,
+    A or B by the pair's option order under en→de X. Only the first two are constant."""
+    results = read_results(results_copy)
+    ids = sorted(results.items[results.items["lang"] == "en"]["pair_id"].unique())[:40]
+    rows = [{"pair_id": pid, "source": "en", "target": target, "condition": cond, "reply": letter,
+             "decision": label(pid, letter)}
+            for pid in ids for target, cond, letter in (("en", "original", "A"), ("de", "T", "A"),
+                                                         ("de", "X", "A" if acceptable_first(pid) else "B"))]
+    results.tables["selftranslate_items"] = pd.DataFrame(rows)
+    flagged = [f for f in findings(results) if f.method == "selftranslate"]
+    assert [(f.flag, f.where) for f in flagged] == [("constant", ("en→de T", "en"))]
+    assert flagged[0].detail.startswith("answers “A” to 100% of the questions")
