@@ -11,7 +11,7 @@ from __future__ import annotations
 import pandas as pd
 
 from evaluate.methods import ALL
-from evaluate.reporting import table, text
+from evaluate.page import table, text
 from evaluate.results import RunConfig
 
 __all__ = ["SETTINGS", "comparison_section", "differing_settings"]

@@ -25,8 +25,8 @@ import numpy as np
 import pandas as pd
 
 from evaluate.methods import ALL, Context, MethodOutput, accuracy_scores, item_frame, register
+from evaluate.page import Page, table
 from evaluate.protocols import TextScorer
-from evaluate.reporting import Page, table
 from evaluate.scoring import TokenScores
 
 SPANS = ("full", "conditional")

@@ -27,8 +27,8 @@ from builder.m2c.template_files import template_type
 from builder.paths import data_dir
 from evaluate.data import sample_rows
 from evaluate.methods import ALL, ITEM_COLUMNS, Context, EvalOptions, MethodOutput, Score, register
+from evaluate.page import Page, table
 from evaluate.protocols import TextGenerator
-from evaluate.reporting import Page, table
 
 MAX_NEW_TOKENS = 20
 VARIANTS = ("zero_shot", "one_shot")

@@ -18,8 +18,8 @@ import pandas as pd
 from builder.errors import InputError
 from evaluate.answers import read_answer
 from evaluate.methods import ALL, Context, MethodOutput, Score, accuracy_scores, item_frame, register
+from evaluate.page import Page, table
 from evaluate.protocols import TextGenerator
-from evaluate.reporting import Page, table
 
 ORDERS = ("acceptable_first", "acceptable_second")
 ACCEPTABLE, UNACCEPTABLE = "acceptable", "unacceptable"

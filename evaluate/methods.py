@@ -5,7 +5,7 @@ A method is a module that calls `register(...)` with an object having `name`, `h
 `evaluate.protocols` it cannot run without: the runner refuses it, before loading anything, where
 the backend lacks one) and `run(ctx, pairs)`; optionally `requires(offers)` (methods whose outputs
 it reads, run first, given what the backend offers) and `report(page)` (its own report section:
-Markdown lines, and figures drawn on the `evaluate.reporting.Page`). Adding one (consistency, M2C,
+Markdown lines, and figures drawn on the `evaluate.page.Page`). Adding one (consistency, M2C,
 ...) is a new module plus its name in `MODULES`; the runner, results, report and gates need no change.
 """
 

@@ -52,8 +52,8 @@ from builder.errors import InputError
 from builder.files import write_text
 from evaluate.methods import ALL, ITEM_COLUMNS, Context, EvalOptions, MethodOutput, Score, item_frame, register
 from evaluate.models import LoadedModel, random_control
+from evaluate.page import EXCLUDED_FROM_TYPOLOGY, Page, joined, plt, table
 from evaluate.protocols import HiddenStates
-from evaluate.reporting import EXCLUDED_FROM_TYPOLOGY, Page, joined, plt, table
 from evaluate.scoring import ENCODE_CHUNK, length_batches, pad_batch
 
 CHUNK_BYTES = 1 << 20  # working buffers of reads and of the solver's blocks of features stay this small
@@ -558,6 +558,7 @@ def fig5_layers(probes: pd.DataFrame | None, page: Page) -> None:
         for model, style in (("probe", "-o"), ("control", "--x")):
             c = curves[(curves["lang"] == lang) & (curves["model"] == model)]
             ax.plot(c["layer"], c["value"], style, label=model, markersize=3)
+        ax.axhline(0.5, color="red", linewidth=0.8, linestyle=":", label="chance")
         ax.set_title(lang)
         ax.set_ylim(0, 1)
         ax.set_xlabel("layer")
@@ -565,7 +566,10 @@ def fig5_layers(probes: pd.DataFrame | None, page: Page) -> None:
     for ax in axes.ravel()[len(langs):]:
         ax.axis("off")
     axes[0, 0].legend(fontsize=7)
-    page.save(fig, curves, "fig5_layers")
+    page.save(fig, curves, "fig5_layers",
+              "Probe F1 at every layer (x) per language (panel): the model's hidden states (solid) against those of its "
+              "randomly initialised control (dashed), plain cross-validation of each layer, descriptive only. 0.5 is "
+              "chance; where the two lines meet, the model's states hold nothing a random network's do not.")
 
 
 def fig6_peak_layer(page: Page) -> None:
@@ -583,7 +587,9 @@ def fig6_peak_layer(page: Page) -> None:
     fig, ax = plt.subplots(figsize=(4, 3))
     ax.bar(avg["typology"], avg["value"])
     ax.set_ylabel("mean peak layer")
-    page.save(fig, avg, "fig6_peak_layer")
+    page.save(fig, avg, "fig6_peak_layer",
+              "The layer where the probe's F1 peaks, averaged over each typology's languages (its data lists them): "
+              "later layers mean the distinction is formed deeper in the model.")
 
 
 class Neuro:
@@ -621,6 +627,7 @@ class Neuro:
                  "F1, descriptive only.", ""]
         if not best.empty:
             lines += [table(best.pivot(index="lang", columns="variant", values="value").reset_index()), ""]
+        lines += [*page.figure("fig5_layers"), *page.figure("fig6_peak_layer")]
         if left_out is not None and not left_out.empty:
             lines += ["Not probed (too few sentence groups; `--probe-groups pair` groups folds by pair instead):", "",
                       table(left_out), ""]

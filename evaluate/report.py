@@ -7,14 +7,17 @@ each method's headline by negative type, and the cross-method figures:
   fig3_correlations  method against method over language x negative type cells, Pearson r
   fig4_typology      averages by morphological typology, English left out
 Each method then adds its own section, tables and figures (`Method.report`, in registry order), e.g.
-neuro's layer curves and peak layers (Figures 5 and 6). Figures are saved as in `evaluate.reporting`;
-the report lists every figure, drawn or not, with the reason.
+neuro's layer curves and peak layers (Figures 5 and 6). Figures are saved as in `evaluate.page`, each
+shown beside its table with a caption that says how to read it (or why it was not drawn); every
+cell of a score table carries its 95% interval and n; "What this model knows" flags answers that
+are constant, at chance or no better than the control (`evaluate.findings`).
 """
 
 from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass
+from html import escape
 from pathlib import Path
 
 import numpy as np
@@ -24,9 +27,22 @@ from markdown_it import MarkdownIt
 from builder.files import write_text
 from builder.records import NEGATIVE_TYPES
 from evaluate.comparison import comparison_section
+from evaluate.findings import findings
 from evaluate.methods import ALL
 from evaluate.methods import registry as method_registry
-from evaluate.reporting import EXCLUDED_FROM_TYPOLOGY, Page, joined, plt, table, text
+from evaluate.page import (
+    EXCLUDED_FROM_TYPOLOGY,
+    Page,
+    chance,
+    colour_bar,
+    estimate,
+    joined,
+    model_label,
+    plt,
+    release_label,
+    table,
+    text,
+)
 from evaluate.results import Results, read_results, results_lock
 
 
@@ -39,15 +55,16 @@ class Report:
 
 
 def headline(results: Results) -> pd.DataFrame:
-    """lang, negative_type, method, value: each method's headline metric per cell."""
+    """lang, negative_type, method, value, n: each method's headline metric per cell."""
     known = method_registry()
     sf = results.score_frame()
     rows = []
     for method in results.config.methods:
         variant, metric = known[method].headline
         sel = sf[(sf["method"] == method) & (sf["variant"] == variant) & (sf["metric"] == metric)]
-        rows += [{"lang": r.lang, "negative_type": r.negative_type, "method": method, "value": r.value} for r in sel.itertuples()]
-    return pd.DataFrame(rows, columns=["lang", "negative_type", "method", "value"])
+        rows += [{"lang": r.lang, "negative_type": r.negative_type, "method": method, "value": r.value, "n": r.n}
+                 for r in sel.itertuples()]
+    return pd.DataFrame(rows, columns=["lang", "negative_type", "method", "value", "n"])
 
 
 def fig2_heatmaps(head: pd.DataFrame, page: Page) -> None:
@@ -57,18 +74,26 @@ def fig2_heatmaps(head: pd.DataFrame, page: Page) -> None:
         return
     methods = list(dict.fromkeys(cells["method"]))
     langs = page.lang_order(cells["lang"].unique())
-    fig, axes = plt.subplots(len(methods), 1, figsize=(1.2 + 0.7 * len(langs), 2.2 * len(methods)), squeeze=False)
+    known = method_registry()
+    fig, axes = plt.subplots(len(methods), 1, figsize=(2.2 + 0.8 * len(langs), 2.4 * len(methods)), squeeze=False)
     for ax, method in zip(axes[:, 0], methods):
-        grid = (cells[cells["method"] == method].pivot(index="negative_type", columns="lang", values="value")
-                .reindex(index=list(NEGATIVE_TYPES), columns=langs))
-        ax.imshow(grid.to_numpy(dtype=float), vmin=0, vmax=1, cmap="viridis", aspect="auto")
+        mine = cells[cells["method"] == method]
+        grid, n = (mine.pivot(index="negative_type", columns="lang", values=v).reindex(index=list(NEGATIVE_TYPES), columns=langs)
+                   .to_numpy(dtype=float) for v in ("value", "n"))
+        image = ax.imshow(grid, vmin=0, vmax=1, cmap="viridis", aspect="auto")
+        variant, metric = known[method].headline
+        colour_bar(fig, image, ax, f"{metric} ({variant})", chance(method, metric))
         ax.set_xticks(range(len(langs)), langs)
         ax.set_yticks(range(len(NEGATIVE_TYPES)), NEGATIVE_TYPES)
         ax.set_title(method)
-        for (i, j), v in np.ndenumerate(grid.to_numpy(dtype=float)):
+        for (i, j), v in np.ndenumerate(grid):
             if not np.isnan(v):
-                ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=7, color="w" if v < 0.6 else "k")
-    page.save(fig, cells, "fig2_heatmaps")
+                ax.text(j, i, f"{v:.2f}\nn {n[i, j]:.0f}", ha="center", va="center", fontsize=6, color="w" if v < 0.6 else "k")
+    page.save(fig, cells, "fig2_heatmaps",
+              "Each method's headline (one panel each) per language (columns, grouped by typology) and negative type (rows), "
+              "coloured from 0 (dark) to 1 (yellow); the colour bar names the metric and marks chance in red. Each cell "
+              "gives the value and n, the items it is measured on: a cell of few items can sit far from the truth (the "
+              "tables give each cell's 95% interval).")
 
 
 def fig3_correlations(head: pd.DataFrame, page: Page) -> None:
@@ -88,7 +113,10 @@ def fig3_correlations(head: pd.DataFrame, page: Page) -> None:
         ax.set_title(f"r = {r:.2f}")
         rows += [{"x_method": a, "y_method": b, "lang": k[0], "negative_type": k[1], "x": x, "y": y, "value": r}
                  for k, x, y in zip(both.index, both[a], both[b])]
-    page.save(fig, pd.DataFrame(rows), "fig3_correlations")
+    page.save(fig, pd.DataFrame(rows), "fig3_correlations",
+              "One point per language x negative type cell: one method's headline (x) against another's (y), with Pearson's "
+              "r above. Points along a rising line mean the two methods rank the cells alike; a cloud means they measure "
+              "different things (or one is at chance).")
 
 
 def fig4_typology(head: pd.DataFrame, page: Page) -> None:
@@ -101,6 +129,7 @@ def fig4_typology(head: pd.DataFrame, page: Page) -> None:
     avg = cells.groupby(["method", "negative_type", "typology"], as_index=False).agg(value=("value", "mean"),
                                                                                       langs=("lang", joined))
     methods = list(dict.fromkeys(avg["method"]))
+    known = method_registry()
     typs = page.typologies(avg["typology"])
     fig, axes = plt.subplots(1, len(methods), figsize=(4.2 * len(methods), 3.4), squeeze=False)
     for ax, method in zip(axes[0], methods):
@@ -111,9 +140,15 @@ def fig4_typology(head: pd.DataFrame, page: Page) -> None:
             ax.bar(np.arange(len(NEGATIVE_TYPES)) + k * width, vals, width, label=typ)
         ax.set_xticks(np.arange(len(NEGATIVE_TYPES)) + 0.4 - width / 2, NEGATIVE_TYPES, rotation=20)
         ax.set_ylim(0, 1)
+        level = chance(method, known[method].headline[1])
+        if level is not None:
+            ax.axhline(level, color="red", linewidth=0.8, linestyle=":", label="chance")
         ax.set_title(method)
         ax.legend(fontsize=7)
-    page.save(fig, avg, "fig4_typology")
+    page.save(fig, avg, "fig4_typology",
+              "Each method's headline per negative type, averaged over the languages of each morphological typology "
+              "(English left out; the data lists the languages of each bar). Bars of one or two languages say little about "
+              "a typology.")
 
 
 def build_report(directory: Path, compare: Path | None = None) -> Report:
@@ -135,7 +170,8 @@ def build_report(directory: Path, compare: Path | None = None) -> Report:
         md = _markdown(page, head, sections)
         write_text(directory / "report.md", md)
         body = MarkdownIt("commonmark", {"html": False}).enable("table").render(md)  # raw HTML in the Markdown stays text
-        html = ("<!doctype html><html><head><meta charset='utf-8'><title>Evaluation report</title><style>"
+        title = escape(f"{model_label(results.config)} on {release_label(results.config)}")
+        html = (f"<!doctype html><html><head><meta charset='utf-8'><title>{title}</title><style>"
                 "body{font-family:sans-serif;max-width:72em;margin:2em auto}table{border-collapse:collapse}"
                 "td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}img{max-width:100%}</style></head><body>"
                 f"{body}</body></html>")
@@ -165,7 +201,7 @@ def _markdown(page: Page, head: pd.DataFrame, sections: list[str]) -> str:
     c = page.results.config
     m = c.model
     toy = " (a toy model trained on the spot: its numbers say nothing about real models)" if m.toy else ""
-    lines = [f"# Evaluation of {text(m.name)}{toy}", "",
+    lines = [f"# {text(model_label(c))} on {text(release_label(c))}{toy}", "",
              f"Dataset **{text(c.dataset.source)}** version **{text(c.dataset.version)}** (manifest sha256 "
              f"`{c.dataset.manifest_sha256}`), languages {', '.join(c.langs)}; methods {', '.join(c.methods)}.", "",
              "| setting | value |", "|---|---|",
@@ -184,20 +220,33 @@ def _markdown(page: Page, head: pd.DataFrame, sections: list[str]) -> str:
              + ("Figure 8 of the paper, as published" if c.options.prompt_variant == "paper"
                 else "corrected where the paper's are wrong, as the release declares them") + ") |",
              f"| code version | {c.code_version} |", f"| run at | {c.created_at.isoformat()} |", "",
+             *_knows(page.results),
              *_languages(page),
-             "## Headline scores (all negative types)", ""]
-    overall = head[head["negative_type"] == ALL].pivot(index="lang", columns="method", values="value")
-    lines += [table(overall.reset_index()), ""]
+             "## Headline scores (all negative types)", "",
+             "Each cell: the method's headline metric, its 95% interval (Wilson) and n, the items it is measured on. Chance is "
+             "0.5 for every method but m2c (open answers).", ""]
+    overall = head[head["negative_type"] == ALL].assign(cell=lambda h: [estimate(v, n) for v, n in zip(h["value"], h["n"])])
+    lines += [table(overall.pivot(index="lang", columns="method", values="cell").fillna("—").reset_index()), "",
+              *page.figure("fig3_correlations")]
     for method in c.methods:
         sub = head[(head["method"] == method) & (head["negative_type"] != ALL)]
         if not sub.empty:
+            sub = sub.assign(cell=[estimate(v, n) for v, n in zip(sub["value"], sub["n"])])
             lines += [f"## {method} by negative type", "",
-                      table(sub.pivot(index="lang", columns="negative_type", values="value").reset_index()), ""]
+                      table(sub.pivot(index="lang", columns="negative_type", values="cell").fillna("—").reset_index()), ""]
+    lines += [*page.figure("fig2_heatmaps"), *page.figure("fig4_typology")]
     lines += sections
-    lines += ["## Figures", ""]
-    for name in page.figures:
-        if name in page.drawn:
-            lines += [f"![{name}](plots/{name}.png)", "", f"{page.drawn[name]} values ([data](plots/{name}.csv))", ""]
-        else:
-            lines += [f"*{name}: not drawn ({page.omitted[name]})*", ""]
-    return "\n".join(lines)
+    rest = page.unplaced()
+    return "\n".join(lines + (["## Other figures", "", *rest] if rest else []))
+
+
+def _knows(results: Results) -> list[str]:
+    """The report's "What this model knows": each flag with the languages it holds for."""
+    found = findings(results)
+    lines = ["## What this model knows", "",
+             "Read from its answers item by item: answers that are *constant* (one option or letter whatever is right), "
+             "scores whose 95% interval holds chance, and probes *no better than the control* (a randomly initialised copy "
+             "of the model).", ""]
+    if not found:
+        return lines + ["*Nothing flagged.*", ""]
+    return lines + [f"- **{f.flag}**, {text(f.method)}: {text(', '.join(f.where))}: {text(f.detail)}" for f in found] + [""]

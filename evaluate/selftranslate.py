@@ -44,9 +44,9 @@ from evaluate.answers import read_answer
 from evaluate.data import sample_rows
 from evaluate.decision_agreement import breakdown, label_distribution
 from evaluate.methods import ALL, ITEM_COLUMNS, Context, EvalOptions, MethodOutput, Score, register
+from evaluate.page import Page, plt, table
 from evaluate.protocols import TextGenerator
 from evaluate.quality import ItemTranslation, Segment, consistency_above, correlate, score_translations
-from evaluate.reporting import Page, plt, table
 
 SOURCE = "en"  # the default source: English into every other language of the release
 CONDITIONS = ("I", "X", "T")
@@ -183,7 +183,11 @@ def figure(summary: pd.DataFrame, page: Page) -> None:
         twin.set_ylabel("BLEU of its translations")
         data = pd.concat([data, bleu.rename(columns={"bleu": "value"}).assign(condition="X/T", metric="bleu")])
     ax.set_title("Self-translation")
-    page.save(fig, data, "selftranslate_consistency")
+    page.save(fig, data, "selftranslate_consistency",
+              "Per direction, the share of items decided as on the source original when the model translated the "
+              "instruction (I), the input (X) or both (T) itself (bars, left axis; 0.5 is what two random answers agree "
+              "on), and the BLEU of its translations (stars, right axis). Consistency of 1.0 at low accuracy means the "
+              "same answer everywhere, not understanding.")
 
 
 def table1(summary: pd.DataFrame) -> pd.DataFrame:
@@ -338,7 +342,8 @@ class SelfTranslate:
     def report(self, page: Page) -> list[str]:
         summary = page.results.tables["selftranslate_summary"]
         figure(summary, page)
-        return section(page.results.tables, page.results.config.options) if not summary.empty else []
+        return ([*section(page.results.tables, page.results.config.options), *page.figure("selftranslate_consistency")]
+                if not summary.empty else [])
 
 
 register(SelfTranslate())

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shutil
 import subprocess
 import sys
 import time
@@ -183,20 +185,65 @@ def test_gate_passes_unchanged_results_and_fails_a_planted_regression(results_co
     assert "gate passed" in ok.output
     for whole in ("negative type", "regression", "max drop", "co-occurrence", "order_averaged"):  # no column cut to 80
         assert whole in ok.output, whole
-    summary = json.loads((results_copy / "summary.json").read_text())
-    for s in summary["scores"]:
-        if (s["method"], s["variant"], s["lang"], s["negative_type"]) == ("direct", "full", "ja", "all"):
-            s["value"] -= 0.05  # still above the 0.8 threshold, but a regression beyond 0.03
-    (results_copy / "summary.json").write_text(json.dumps(summary))
+    # Six Japanese pairs answered wrongly now: on the 104 pairs both runs hold, still above the 0.8 threshold, but a
+    # regression beyond 0.03 (regressions are measured on the items, not on the summary's whole values).
+    items = pd.read_parquet(results_copy / "results.parquet")
+    ja = items.index[(items["method"] == "direct") & (items["variant"] == "full") & (items["lang"] == "ja") & items["correct"]]
+    items.loc[ja[:6], "correct"] = False
+    items.to_parquet(results_copy / "results.parquet", index=False)
+    touched = items.loc[ja[:6], "negative_type"].nunique()  # each negative type's cell loses at least 1 of 26 pairs
     bad = cli("eval", "gate", str(results_copy), "--previous", str(previous), "--gates", str(gates))
     assert bad.exit_code == 1
-    assert "FAIL" in bad.output and "regressed 0.050 > 0.03" in bad.output and "1 of" in bad.output
+    assert "FAIL direct/full ja all:" in bad.output and f"regressed {6 / 104:.3f} > 0.03" in bad.output
+    assert f"{1 + touched} of" in bad.output
     # Without the previous release only the thresholds apply, and they hold.
     assert cli("eval", "gate", str(results_copy), "--gates", str(gates)).exit_code == 0
     # The meta order bias of a toy that never saw the prompt is small, but a threshold above its accuracy fails.
     gates.write_text("rules:\n  - {method: meta, variant: order_averaged, metric: accuracy, lang: [de, ja], min: 0.99}\n")
     strict = cli("eval", "gate", str(results_copy), "--gates", str(gates))
     assert strict.exit_code == 1 and "below 0.99" in strict.output
+
+
+def test_gate_against_a_run_of_other_languages_and_items_warns_and_compares_the_pairs_both_hold(results_copy, tmp_path):
+    """The previous run held no Japanese, ten fewer German pairs, and answered twelve German pairs otherwise: the gate
+    names each difference, compares German on the 94 pairs both runs hold, showing n, and refuses a run sharing no
+    language."""
+    previous = Path(shutil.copytree(results_copy, tmp_path / "previous"))
+    summary = json.loads((previous / "summary.json").read_text())
+    summary["config"]["langs"] = [lang for lang in summary["config"]["langs"] if lang != "ja"]
+    summary["config"]["dataset"]["version"] = "0.9.0"
+    summary["scores"] = [s for s in summary["scores"] if s["lang"] != "ja"]
+    (previous / "summary.json").write_text(json.dumps(summary))
+    items = pd.read_parquet(previous / "results.parquet")
+    de = sorted(items[items["lang"] == "de"]["pair_id"].unique())
+    items = items[(items["lang"] != "ja") & ~((items["lang"] == "de") & items["pair_id"].isin(de[:10]))].copy()
+    flip = (items["lang"] == "de") & items["pair_id"].isin(de[10:22]) & (items["method"] == "direct") & (items["variant"] == "full")
+    items.loc[flip, "correct"] = ~items.loc[flip, "correct"].astype(bool)
+    items.to_parquet(previous / "results.parquet", index=False)
+    gates = tmp_path / "gates.yaml"
+    gates.write_text("rules:\n  - {method: direct, variant: full, metric: accuracy, negative_type: all, min: 0.0, max_drop: 1.0}\n")
+    res = cli("eval", "gate", str(results_copy), "--previous", str(previous), "--gates", str(gates))
+    assert res.exit_code == 0, res.output
+    assert re.search(r"warning: the runs differ in release: .* 1\.0\.0 now, .* 0\.9\.0 before", res.output)
+    assert "warning: the runs differ in languages: ar, de, en, ja, ru, vi, zh now, ar, de, en, ru, vi, zh before; only the " \
+           "languages both hold are compared" in res.output
+    assert "warning: the runs differ in items: 728 pairs, 114 not in the previous run now, 614 pairs, 0 not in this run before" \
+           in res.output
+    now = pd.read_parquet(results_copy / "results.parquet")
+    sel = lambda f: f[(f["method"] == "direct") & (f["variant"] == "full") & (f["lang"] == "de")].set_index("pair_id")["correct"]  # noqa: E731
+    shared = sel(items).index.intersection(sel(now).index)
+    before_shared, now_shared = sel(items)[shared].mean(), sel(now)[shared].mean()
+    row = next(line for line in res.output.splitlines() if "│ de " in line)
+    cells = [c.strip() for c in row.split("│")]
+    assert cells[1:7] == ["direct", "full", "de", "all", f"{sel(now).mean():.3f}", "104"]
+    assert cells[8:11] == [f"{before_shared:.3f}", "94", f"{before_shared - now_shared:.3f}"]
+    ja = next(line for line in res.output.splitlines() if "│ ja " in line)
+    assert [c.strip() for c in ja.split("│")][8:11] == ["—", "—", "—"]  # not in the previous run: no regression
+    # A previous run of other languages only: nothing to compare.
+    summary["config"]["langs"] = ["xx"]
+    (previous / "summary.json").write_text(json.dumps(summary))
+    refused = cli("eval", "gate", str(results_copy), "--previous", str(previous), "--gates", str(gates))
+    assert refused.exit_code == 1 and "previous results share no languages with these" in refused.output
 
 
 def test_gate_files_are_validated_with_file_and_line(tmp_path):

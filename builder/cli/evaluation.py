@@ -158,6 +158,28 @@ def report_cmd(
     _report(directory, compare)
 
 
+@eval_app.command("leaderboard")
+def leaderboard_cmd(
+    directories: list[Path] = typer.Argument(..., help="Results folders, or suite folders (DIR/suite.json, else every "
+                                             "subfolder holding results)"),
+    out_dir: Path = typer.Option(..., "--out", help="Where leaderboard.html, .csv and .parquet go"),
+    previous: list[Path] | None = typer.Option(None, "--previous", help="The previous release's results or suite folders; "
+                                               "entries of the same name are compared"),
+    gates: Path | None = typer.Option(None, "--gates", help="Gates file [default: data/gates.yaml]"),
+) -> None:
+    """Write one leaderboard over several models' results: headline heatmaps, gate verdicts, changes since --previous."""
+    from evaluate.gates import load_rules
+    from evaluate.leaderboard import build, suite_entries, write
+
+    entries = {name: path for d in directories for name, path in suite_entries(d).items()}
+    before = {name: path for d in previous or [] for name, path in suite_entries(d).items()}
+    board = build(entries, before or None, load_rules(gates), links_from=out_dir)
+    paths = write(out_dir, board)
+    for g in board.gates:
+        err.print(f"{g.model}: gate {g.verdict}" + "".join(f"\n  {f}" for f in g.failures), highlight=False)
+    out.print(f"leaderboard of {len(entries)} model(s), suite gate {board.verdict}: {paths['html']}, {paths['csv']}")
+
+
 @eval_app.command("gate")
 def gate_cmd(
     directory: Path = typer.Argument(..., help="Results of the release candidate"),
@@ -165,14 +187,23 @@ def gate_cmd(
     gates: Path | None = typer.Option(None, "--gates", help="Gates file [default: data/gates.yaml]"),
 ) -> None:
     """Check the results against the declared thresholds and regressions; exit 1 when any fails."""
-    from evaluate.gates import check, load_rules, verdict
+    from evaluate.gates import check, differences, load_rules, verdict
+    from evaluate.page import model_label, release_label
     from evaluate.results import read_results
 
     rules = load_rules(gates)
-    checks = check(read_results(directory), rules, read_results(previous) if previous else None)
-    table = Table(title=f"release gates for {directory}")
-    for col in ("method", "variant", "lang", "negative type", "value", "bounds", "previous", "regression", "max drop", "status"):
-        table.add_column(col, justify="right" if col in ("value", "previous", "regression", "max drop") else "left")
+    results, before = read_results(directory), read_results(previous) if previous else None
+    for d in differences(results, before) if before else []:
+        if not d.refused:
+            err.print(f"[yellow]warning:[/yellow] the runs differ in {d.what}: {d.this} now, {d.previous} before; "
+                      f"{'regressions are measured on the items both hold' if d.what in ('release', 'items') else f'only the {d.what} both hold are compared'}",
+                      highlight=False)
+    checks = check(results, rules, before)
+    title = f"release gates for {model_label(results.config)} on {release_label(results.config)}"
+    table = Table(title=title + (f", against {release_label(before.config)}" if before else ""))
+    for col in ("method", "variant", "lang", "negative type", "value", "n", "bounds", "previous", "n shared", "regression",
+                "max drop", "status"):
+        table.add_column(col, justify="right" if col in ("value", "n", "previous", "n shared", "regression", "max drop") else "left")
 
     def num(v):
         return "—" if v is None else f"{v:.3f}"
@@ -180,8 +211,9 @@ def gate_cmd(
     for c in sorted(checks, key=lambda c: (c.passed, c.method, c.variant, c.lang, c.negative_type)):
         bounds = " ".join(x for x in (c.min is not None and f"≥{c.min}", c.max is not None and f"≤{c.max}") if x) or "—"
         status = "[green]pass[/green]" if c.passed else "[red]FAIL[/red] " + "; ".join(c.failures)
-        table.add_row(c.method, c.variant, c.lang, c.negative_type, num(c.value), bounds, num(c.previous), num(c.regression),
-                      num(c.max_drop), status)
+        shared = "—" if c.previous is None else "whole" if c.n_shared is None else str(c.n_shared)
+        table.add_row(c.method, c.variant, c.lang, c.negative_type, num(c.value), str(c.n), bounds, num(c.previous), shared,
+                      num(c.regression), num(c.max_drop), status)
     out.print(table)
     failed = [c for c in checks if not c.passed]
     for c in failed:
