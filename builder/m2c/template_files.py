@@ -107,7 +107,7 @@ class TestTemplate:
         for fill in self.template.fills(self.n if n is None else n, seed, variants=("answer",),
                                         accepted=("answer", *self.alternatives)):
             texts = fill.texts
-            right = [texts[a] for a in self.alternatives] + [x for f in fill.accepted_forms.values() for x in f]
+            right = [texts[a] for a in self.alternatives if a in texts] + [x for f in fill.accepted_forms.values() for x in f]
             accepted = {normalise(texts["answer"], self.language): texts["answer"]}
             for x in right:  # an alternative that normalises like the answer or an earlier one adds nothing
                 accepted.setdefault(normalise(x, self.language), x)
@@ -286,9 +286,9 @@ def load_file(path: Path, *, resolve: Resolver | None = None, lang: str | None =
         own_node = _child(node, "placeholders")
         own = {k: _values(k, v, _child(own_node, k), shown, lang, resolve) for k, v in (entry.get("placeholders") or {}).items()}
         value_where = {**shared_where, **{k: _where(_child(own_node, k), shown) for k in own}}
-        template = Template(texts, language, entry.get("options"), template_name=tid, locators=locators,
-                            value_where=value_where, placeholders={**shared, **own})
         alt_keys = tuple(k for k in texts if k.startswith("alternative"))
+        template = Template(texts, language, entry.get("options"), template_name=tid, locators=locators,
+                            value_where=value_where, placeholders={**shared, **own}, optional=alt_keys)
         regexes = tuple(a for a in alts if isinstance(a, str) and a.startswith("re:"))
         n = entry.get("n", 100)
         if not isinstance(n, int) or isinstance(n, bool) or n < -1:
