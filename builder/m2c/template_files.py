@@ -2,8 +2,9 @@
 
 A file holds shared placeholders and a list of templates, each with its test type (`id`: the M2C
 paper's Table 4 names, e.g. `in-question`, `position`, or a language-specific one), context, question,
-answer, optional alternatives (more accepted answers; `re:` marks a regular expression), options and a
-sample size `n`. Placeholder values are inline (strings, or mappings of feature bundle -> form) or
+answer, optional alternatives (more accepted answers; `re:` marks a regular expression; one that names a
+form some fills' values lack is left out of those fills, so that a near-synonym with its own case is accepted
+only where it fits), options and a sample size `n`. Placeholder values are inline (strings, or mappings of feature bundle -> form) or
 lexicon references resolved from the workspace:
 
     place:
