@@ -379,6 +379,37 @@ def test_skip_missing_drops_fills_a_rule_cannot_serve_instead_of_failing():
     assert Template("{ART.<n.NUMBER>} {n}", lang, {"skip_missing": True}, n=[{"SG": "x", "PL": "xs"}]).render() == ["A x"]
 
 
+PREPS = [Lexeme({"V1": "under"}, features="INS"), Lexeme({"V1": "by", "V2": "next to"}, features="GEN")]
+PLACES = [{"GEN": "table's", "INS": "table"}, {"GEN": "bed's"}]
+CASES = {"CASE": ["GEN", "INS", "LOC"], "VARIANT": ["V1", "V2"]}
+
+
+def test_an_optional_field_with_its_own_case_is_left_out_where_a_lexeme_lacks_a_form_it_names():
+    # "next to" takes its own case (INS) and only "by" has it; "bed" has no INS form
+    t = Template({"answer": "{prep.V1} {place.<prep.CASE>}", "alt": "{prep.V2} {place.INS}"}, dimensions=CASES,
+                 optional=("alt",), prep=PREPS, place=PLACES)
+    assert len(t) == 3  # the alternative restricts nothing: by table's, by bed's, under table
+    assert [f.texts for f in t.fills()] == [{"answer": "by table's", "alt": "next to table"}, {"answer": "by bed's"},
+                                            {"answer": "under table"}]
+    assert t.render() == [{"answer": "by table's", "alt": "next to table"}, {"answer": "by bed's"},
+                          {"answer": "under table"}]
+    assert [f.values["prep"]["lemma"] for f in t.fills()] == ["by", "by", "under"]
+    # the same text, not optional, keeps only the fills that have every form (the rule for context and answer)
+    strict = Template({"answer": "{prep.V1} {place.<prep.CASE>}", "alt": "{prep.V2} {place.INS}"}, dimensions=CASES,
+                      prep=PREPS, place=PLACES)
+    assert strict.render() == [{"answer": "by table's", "alt": "next to table"}]
+
+
+def test_an_optional_field_naming_a_form_no_lexeme_has_is_refused_where_it_is_written():
+    e = _error({"answer": "{prep.V1} {place.<prep.CASE>}", "alt": "{prep.V2}\n {place.LOC}"}, dimensions=CASES,
+               optional=("alt",), prep=PREPS, place=PLACES)
+    assert (e.where.line, e.where.col, e.where.field) == (2, 2, "alt")
+    assert "no value of placeholder place has a LOC form in any fill" in str(e)
+    e = _error({"answer": "{prep.V1} {place.<prep.CASE>}", "alt": "{prep.V3} {place.INS}"}, dimensions=CASES,
+               optional=("alt",), prep=PREPS, place=PLACES)
+    assert (e.where.line, e.where.col) == (1, 7) and "unknown feature 'V3'" in str(e)
+
+
 def test_fills_report_lemmas_forms_features_and_verification():
     t = Template("{n.PL}", "de", n=[Lexeme({"SG": "Tisch", "PL": "Tische"}, lemma="Tisch", features="MASC", unverified=frozenset({"PL"}))])
     (fill,) = list(t.fills())

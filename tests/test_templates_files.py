@@ -159,6 +159,33 @@ templates:
     assert (info.value.where.line, info.value.where.col) == (7, 14)
 
 
+def test_an_alternative_with_its_own_case_holds_where_its_forms_exist_and_a_form_no_value_has_is_refused(tmp_path):
+    body = """capability: spatial
+dimensions:
+  VARIANT: {features: [V1, V2], sampleable: false}
+placeholders:
+  prep: [{V1: auf}, {V1: neben, V2: bei}]
+  place: [{DAT.SG: Tisch, GEN.SG: Tisches}, {DAT.SG: Bett}]
+templates:
+  - context: "Das Buch liegt {prep.V1} dem {place.DAT.SG}."
+    question: "Wo liegt das Buch?"
+    answer: "{prep.V1} dem {place.DAT.SG}."
+    alternatives: ["{prep.V2} dem {place.DAT.SG}",
+                   "unweit des {place.GEN.SG}"]
+"""
+    (t,) = load_file(_write(tmp_path, body))
+    assert [(x.answer, x.alternatives) for x in t.tests(n=-1)] == [
+        ("Auf dem Tisch.", ["Unweit des Tisches"]), ("Auf dem Bett.", []),
+        ("Neben dem Tisch.", ["Beim Tisch", "Unweit des Tisches"]), ("Neben dem Bett.", ["Beim Bett"])]
+    for wrong, col, message in (("{place.GEN.PL}", 32, "no value of placeholder place has a PL.GEN form in any fill"),
+                                ("{place.GEN.SGG}", 43, "unknown feature 'SGG'")):  # a form no value has; a typo
+        path = _write(tmp_path, body.replace("{place.GEN.SG}", wrong))
+        with pytest.raises(TemplateError) as info:
+            load_file(path)
+        assert (info.value.where.file, info.value.where.line, info.value.where.col) == (str(path), 12, col)
+        assert message in str(info.value)
+
+
 def test_file_level_errors_name_the_file(tmp_path):
     path = _write(tmp_path, "templates:\n  - context: 'x'\n    question: 'y'\n")
     with pytest.raises(TemplateError, match="missing answer"):

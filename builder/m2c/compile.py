@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from builder.m2c import functions as fn_registry
-from builder.m2c.enumeration import Space, enumerate_space
+from builder.m2c.enumeration import Space, choices, enumerate_space
 from builder.m2c.errors import TemplateError, Where
 from builder.m2c.language import Grammar, LanguageDataError, Rule, custom, load_language
 from builder.m2c.nodes import (
@@ -64,13 +64,20 @@ class CompiledTemplate:
     rules: dict[int, RuleUse]
     calls: dict[int, CallUse]
     space: Space
+    # Optional fields (answers' alternatives): their mentions, and those of them whose form some fill's
+    # lexeme lacks (mention, variable), checked per fill; empty when no fill can lack one.
+    optional: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    guards: dict[str, tuple[tuple[int, str], ...]] = field(default_factory=dict)
 
 
 def compile_template(text: str | Mapping[str, str], language: str | Grammar | None,
                      options: Mapping[str, Any] | None, dimensions: Mapping[str, list[str]] | None, *,
                      functions: Mapping[str, Callable] | None, name: str | None, locators: Mapping[str, Locate],
-                     value_where: Mapping[str, Where], placeholders: Mapping[str, Any]) -> CompiledTemplate:
-    """Callables among the placeholders are template-local functions; the rest are values."""
+                     value_where: Mapping[str, Where], placeholders: Mapping[str, Any],
+                     optional: tuple[str, ...] = ()) -> CompiledTemplate:
+    """Callables among the placeholders are template-local functions; the rest are values. The forms
+    that `optional` fields name do not restrict the fills: such a field is left out of a fill whose
+    lexeme lacks one, and refused only when no fill has it."""
     if language is None and dimensions is None:
         dimensions = {}
     if language is not None and dimensions is not None:
@@ -88,7 +95,8 @@ def compile_template(text: str | Mapping[str, str], language: str | Grammar | No
             values[key] = v
     texts = {"text": text} if isinstance(text, str) else dict(text)
     compiler = _Compiler(lang, known, name, value_where)
-    return compiler.compile(texts, values, dict(options or {}), locators, single=isinstance(text, str))
+    return compiler.compile(texts, values, dict(options or {}), locators, single=isinstance(text, str),
+                            optional=tuple(optional))
 
 
 def _text_locator(text: str, field_name: str) -> Locate:
@@ -161,7 +169,7 @@ class _Compiler:
         return tuple(self.lang.modifiers[m] for m in names)
 
     def compile(self, texts: dict[str, str], values: dict[str, Any], options: dict[str, Any],
-                locators: Mapping[str, Locate], *, single: bool) -> CompiledTemplate:
+                locators: Mapping[str, Locate], *, single: bool, optional: tuple[str, ...] = ()) -> CompiledTemplate:
         skip_missing = bool(options.get("skip_missing", False))
         for key, v in values.items():
             if key[-1:].isdigit():
@@ -170,12 +178,16 @@ class _Compiler:
                                f"({root}1, {root}2 draw from {root})", self.value_where.get(key))
             self.pools[key] = self.pool(key, v)
         modifiers = set(self.lang.modifiers)
+        own: dict[str, tuple[int, ...]] = {}
         for fname, text in texts.items():
             locate = locators.get(fname) or _text_locator(text, fname)
             ops: list[Op] = []
+            first = len(self.mentions)
             for piece in Parser(text, locate, modifiers, self.name).pieces():
                 ops.append(Literal(piece) if isinstance(piece, str) else self.key(piece, locate, fname, len(ops)))
             self.fields[fname] = tuple(ops)
+            if fname in optional:
+                own[fname] = tuple(range(first, len(self.mentions)))
         bare = {}
         for a in self.bare:
             mentions = self.vars[a.ref.name].mentions
@@ -191,13 +203,46 @@ class _Compiler:
                               any(isinstance(s, FromWord | FromNext) for s in d.spec.values()))
                  for kid, d in self.rules.items()}
         mentions = tuple(self.mentions)
+        loose = frozenset(m for ms in own.values() for m in ms)
         space = enumerate_space(vars=frozen_vars, mentions=mentions, slots=tuple(self.slots), families=families,
                                 options=family_options, inlines=self.inlines, rules=rules,
-                                skip_missing=skip_missing, lang=self.lang, template=self.name)
+                                skip_missing=skip_missing, lang=self.lang, template=self.name, optional=loose)
+        guards = self.guards(own, frozen_vars, mentions, space)
         calls = {kid: CallUse(call.fn, self.functions[call.fn], _takes_lang(self.functions[call.fn]),
                               tuple(bare[a] if isinstance(a, _Bare) else a for a in args), where)
                  for kid, (call, where, args) in self.calls.items()}
-        return CompiledTemplate(self.name, single, self.lang, self.fields, frozen_vars, mentions, rules, calls, space)
+        return CompiledTemplate(self.name, single, self.lang, self.fields, frozen_vars, mentions, rules, calls, space,
+                                own, guards)
+
+    def guards(self, own: dict[str, tuple[int, ...]], vars: dict[str, Var], mentions: tuple[Mention, ...],
+               space: Space) -> dict[str, tuple[tuple[int, str], ...]]:
+        """Per optional field, its mentions whose form some fill's lexeme lacks; a mention whose form no
+        fill has is a mistake (a typo, a case no value gives), refused where it is written."""
+        out = {}
+        for fname, mids in own.items():
+            guarded = []
+            for mid in mids:
+                var = mentions[mid].var
+                tables = vars[var].pool.tables
+                found = lacking = False
+                for combo in space.combos:
+                    bundle = combo.bundles[mid]
+                    for i in choices(combo, var):
+                        if bundle in tables[i]:
+                            found = True
+                        else:
+                            lacking = True
+                    if found and lacking:
+                        break
+                if space.total and not found:
+                    named = ".".join(s.feature for s in mentions[mid].spec if isinstance(s, Fixed))
+                    raise self.err(f"no value of placeholder {var} has a {named} form in any fill, so this "
+                                   "text would never be rendered", mentions[mid].where)
+                if lacking:
+                    guarded.append((mid, var))
+            if guarded:
+                out[fname] = tuple(guarded)
+        return out
 
     # -- values --------------------------------------------------------------------------------------
 

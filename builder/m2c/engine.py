@@ -20,6 +20,9 @@ Clean semantics (where the public reference is surprising):
   nearest following rendering of x instead.
 - A rule value or a function value may come with accepted variants (狗 counts with 只 or 条): the
   first is rendered, a fill's `accepted_forms` render the others (answers' alternatives).
+- `optional` fields (answers' alternatives) do not restrict the fills: a fill whose lexeme lacks a
+  form one of them names leaves that field out (у has a V4 form "рядом с", на has none, so "рядом с
+  {place.INS.SG}" is an alternative only where the answer is "у ..."); a form no fill has is an error.
 """
 
 from __future__ import annotations
@@ -85,11 +88,12 @@ class Template:
         locators: Mapping[str, Locate] | None = None,
         value_where: Mapping[str, Where] | None = None,
         placeholders: Mapping[str, Any] | None = None,
+        optional: tuple[str, ...] = (),
         **kw_placeholders: Any,
     ) -> None:
         self.compiled = compile_template(text, language, options, dimensions, functions=functions, name=template_name,
                                          locators=locators or {}, value_where=value_where or {},
-                                         placeholders={**(placeholders or {}), **kw_placeholders})
+                                         placeholders={**(placeholders or {}), **kw_placeholders}, optional=optional)
 
     def __len__(self) -> int:
         return self.compiled.space.total
@@ -116,7 +120,8 @@ class Template:
             if ct.single:
                 yield post(render_text(ct, "text", combo, choice)[0])
             else:
-                yield {f: post(render_text(ct, f, combo, choice)[0]) for f in names}
+                skip = _skipped(ct, combo, choice) if ct.guards else ()
+                yield {f: post(render_text(ct, f, combo, choice)[0]) for f in names if f not in skip}
 
     def render(self, n: int = -1, seed: int = 0) -> list:
         """n tests drawn uniformly without replacement (all of them for n=-1), reproducible from seed."""
@@ -217,23 +222,34 @@ def _next_word(parts: list[str], i: int) -> str:
     return "".join(word)
 
 
+def _skipped(ct: CompiledTemplate, combo: Combo, choice: dict[str, int]) -> set[str]:
+    """The optional fields that name a form this fill's lexemes lack."""
+    bundles, vars = combo.bundles, ct.vars
+    return {f for f, guards in ct.guards.items()
+            if any(bundles[m] not in vars[v].pool.tables[choice[v]] for m, v in guards)}
+
+
 def _fill(ct: CompiledTemplate, index: int, variants: tuple[str, ...], accepted: tuple[str, ...]) -> Fill:
     combo, choice = ct.space.decode(index)
     texts = {}
     other: dict[str, list[str]] = {}
     right: dict[str, list[str]] = {}
+    skip = _skipped(ct, combo, choice) if ct.guards else ()
+    gone = {m for f in skip for m in ct.optional[f]}  # mentions not rendered in this fill
     for fname in ct.fields:
+        if fname in skip:
+            continue
         texts[fname] = ct.lang.postprocess(render_text(ct, fname, combo, choice)[0])
         if fname in variants:
             other[fname] = _variants(ct, fname, combo, choice, texts[fname])
         if fname in accepted:
             right[fname] = _variants(ct, fname, combo, choice, texts[fname], accepted=True)
-    verified = all(_form(ct, mid, combo, choice)[1] for var in ct.vars.values() for mid in var.mentions)
+    verified = all(_form(ct, mid, combo, choice)[1] for var in ct.vars.values() for mid in var.mentions if mid not in gone)
     values = {}
     for name, var in ct.vars.items():
-        if not var.mentions:
+        mid = next((m for m in var.mentions if m not in gone), None)
+        if mid is None:
             continue
-        mid = var.mentions[0]
         feats = dict(zip(var.pool.dims, combo.bundles[mid]))
         feats.update({d: combo.features[s] for d, s in var.slots if d not in feats})
         values[name] = {"lemma": var.pool.lemmas[choice[name]], "form": _form(ct, mid, combo, choice)[0],

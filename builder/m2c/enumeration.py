@@ -109,9 +109,9 @@ class Space:
 def enumerate_space(*, vars: Mapping[str, Var], mentions: tuple[Mention, ...], slots: tuple[tuple[str, str], ...],
                     families: Mapping[str, tuple[str, ...]], options: Mapping[str, tuple[bool, bool]],
                     inlines: Mapping[int, InlineUse], rules: Mapping[int, RuleUse], skip_missing: bool,
-                    lang: Grammar, template: str | None) -> Space:
+                    lang: Grammar, template: str | None, optional: frozenset[int] = frozenset()) -> Space:
     """Every feature combination of the free slots that has valid fills; `options` per family root:
-    (distinct, unordered)."""
+    (distinct, unordered). The forms of `optional` mentions do not decide which lexemes serve."""
     domains = [vars[v].pool.domains[d] for v, d in slots]
     n_combos = math.prod(len(d) for d in domains)
     if n_combos > MAX_COMBINATIONS:
@@ -134,7 +134,7 @@ def enumerate_space(*, vars: Mapping[str, Var], mentions: tuple[Mention, ...], s
             sets = []
             for name in members:
                 var = vars[name]
-                key = (root, tuple(bundles[m] for m in var.mentions))
+                key = (root, tuple(bundles[m] for m in var.mentions if m not in optional))
                 if key not in memo:
                     need = key[1]
                     memo[key] = tuple(i for i, t in enumerate(var.pool.tables) if all(b in t for b in need))
@@ -153,6 +153,17 @@ def enumerate_space(*, vars: Mapping[str, Var], mentions: tuple[Mention, ...], s
         total += weight
         cumulative.append(total)
     return Space(tuple(combos), tuple(cumulative), total)
+
+
+def choices(combo: Combo, var: str) -> tuple[int, ...]:
+    """The lexemes that can serve a variable in a combination."""
+    for group in combo.groups:
+        if isinstance(group, Single):
+            if group.name == var:
+                return group.choices
+        elif var in group.members:
+            return group.sets[group.members.index(var)]
+    return ()
 
 
 def _group(members: tuple[str, ...], sets: tuple[tuple[int, ...], ...], features: tuple[str, ...],

@@ -2,8 +2,9 @@
 
 A file holds shared placeholders and a list of templates, each with its test type (`id`: the M2C
 paper's Table 4 names, e.g. `in-question`, `position`, or a language-specific one), context, question,
-answer, optional alternatives (more accepted answers; `re:` marks a regular expression), options and a
-sample size `n`. Placeholder values are inline (strings, or mappings of feature bundle -> form) or
+answer, optional alternatives (more accepted answers; `re:` marks a regular expression; one that names a
+form some fills' values lack is left out of those fills, so that a near-synonym with its own case is accepted
+only where it fits), options and a sample size `n`. Placeholder values are inline (strings, or mappings of feature bundle -> form) or
 lexicon references resolved from the workspace:
 
     place:
@@ -107,7 +108,7 @@ class TestTemplate:
         for fill in self.template.fills(self.n if n is None else n, seed, variants=("answer",),
                                         accepted=("answer", *self.alternatives)):
             texts = fill.texts
-            right = [texts[a] for a in self.alternatives] + [x for f in fill.accepted_forms.values() for x in f]
+            right = [texts[a] for a in self.alternatives if a in texts] + [x for f in fill.accepted_forms.values() for x in f]
             accepted = {normalise(texts["answer"], self.language): texts["answer"]}
             for x in right:  # an alternative that normalises like the answer or an earlier one adds nothing
                 accepted.setdefault(normalise(x, self.language), x)
@@ -286,9 +287,9 @@ def load_file(path: Path, *, resolve: Resolver | None = None, lang: str | None =
         own_node = _child(node, "placeholders")
         own = {k: _values(k, v, _child(own_node, k), shown, lang, resolve) for k, v in (entry.get("placeholders") or {}).items()}
         value_where = {**shared_where, **{k: _where(_child(own_node, k), shown) for k in own}}
-        template = Template(texts, language, entry.get("options"), template_name=tid, locators=locators,
-                            value_where=value_where, placeholders={**shared, **own})
         alt_keys = tuple(k for k in texts if k.startswith("alternative"))
+        template = Template(texts, language, entry.get("options"), template_name=tid, locators=locators,
+                            value_where=value_where, placeholders={**shared, **own}, optional=alt_keys)
         regexes = tuple(a for a in alts if isinstance(a, str) and a.startswith("re:"))
         n = entry.get("n", 100)
         if not isinstance(n, int) or isinstance(n, bool) or n < -1:
