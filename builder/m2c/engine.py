@@ -235,7 +235,7 @@ def _fill(ct: CompiledTemplate, index: int, variants: tuple[str, ...], accepted:
     other: dict[str, list[str]] = {}
     right: dict[str, list[str]] = {}
     skip = _skipped(ct, combo, choice) if ct.guards else ()
-    gone = {m for f in skip for m in ct.optional[f]}  # mentions not rendered in this fill
+    gone = {m for f in skip for m in ct.optional[f]} if skip else ()  # mentions not rendered in this fill
     for fname in ct.fields:
         if fname in skip:
             continue
