@@ -15,15 +15,15 @@ from conftest import settings_for
 from sqlalchemy import select
 
 from annotation import server as ls_server
-from annotation.configs import CONFIGS
-from annotation.instructions import STAGES, instructions
+from annotation.configs import config
+from annotation.instructions import instructions
 from annotation.review import client, ensure_project, pull, push, title
 from builder import reviews
 from builder.languages import declare, registry
 from builder.llm.cache import LLMCache
 from builder.llm.client import LLMClient
 from builder.paths import sample_dir
-from builder.reviews import decisions
+from builder.review_stages import review_stage, stage_names
 from builder.seeds import import_seeds
 from builder.translate import translate
 from builder.workspace import schema as t
@@ -218,41 +218,42 @@ def _preceding(config: str, tag: str, name: str) -> ET.Element:
     raise AssertionError(f"no {tag} {name!r}")
 
 
-@pytest.mark.parametrize("stage", sorted(CONFIGS))
+@pytest.mark.parametrize("stage", sorted(stage_names()))
 def test_each_screen_names_the_decision_and_labels_the_comment(stage):
     lang = registry()["he"]
-    config = CONFIGS[stage](lang)
-    header = _preceding(config, "Choices", "decision")
+    screen = config(stage, lang)
+    header = _preceding(screen, "Choices", "decision")
     assert (header.tag, header.get("value")) == ("Header", "Decision")
-    choices = {c.get("value"): c.get("html") for c in ET.fromstring(config).iter("Choice")}
-    assert list(choices) == list(decisions(stage))
-    assert all(STAGES[stage].decisions[d] in label and d in label for d, label in choices.items())
-    label = _preceding(config, "TextArea", "comment")
+    choices = {c.get("value"): c.get("html") for c in ET.fromstring(screen).iter("Choice")}
+    meanings = review_stage(stage).decisions
+    assert list(choices) == list(meanings)
+    assert all(meanings[d] in label and d in label for d, label in choices.items())
+    label = _preceding(screen, "TextArea", "comment")
     assert label.tag == "Header" and label.get("value").startswith("Comment (")
     text = instructions(stage, lang)
     assert "Hebrew (he)" in text and "right to left" in text
-    assert all(meaning in text for meaning in STAGES[stage].decisions.values())
+    assert all(meaning in text for meaning in meanings.values())
 
 
 def test_the_curator_guide_says_what_each_decision_means_as_the_screens_do():
     guide = (Path(__file__).resolve().parent.parent / "docs" / "curators.md").read_text()
-    for stage, s in STAGES.items():
-        for decision, meaning in s.decisions.items():
+    for stage in stage_names():
+        for decision, meaning in review_stage(stage).decisions.items():
             assert f"**{decision}**: {meaning}" in guide, (stage, decision)
-        assert s.comment in guide, stage
+        assert review_stage(stage).instructions.comment in guide, stage
 
 
 def test_every_project_carries_its_instructions_and_gets_them_back_in_place(sample_ws, ls_dir):
     ws, conn = sample_ws, ls_server.connect(ls_dir)
     ls = client(conn)
-    pids = {stage: ensure_project(ws, ls, conn, stage, "ar") for stage in CONFIGS}
+    pids = {stage: ensure_project(ws, ls, conn, stage, "ar") for stage in stage_names()}
     for stage, pid in pids.items():
         project = ls.projects.get(id=pid)
         assert project.expert_instruction == instructions(stage, registry()["ar"]) and project.show_instruction
-        assert project.label_config == CONFIGS[stage](registry()["ar"])
+        assert project.label_config == config(stage, registry()["ar"])
     # A project made before instructions existed, with an annotation on it, is brought up to date in place.
     pid = pids["translation"]
-    old_config = CONFIGS["translation"](registry()["ar"]).replace('<Header size="5" value="Decision"/>', "")
+    old_config = config("translation", registry()["ar"]).replace('<Header size="5" value="Decision"/>', "")
     ls.projects.update(id=pid, expert_instruction="", show_instruction=False, label_config=old_config)
     data = {field: "—" for field in re.findall(r"\$(\w+)", old_config)}
     task = ls.projects.import_tasks(id=pid, request=[{"data": data}], return_task_ids=True).task_ids[0]
@@ -272,11 +273,11 @@ def test_a_language_whose_names_hold_markup_reaches_every_screen_and_title_as_wr
             family="Indo-European", script="Latn")
     lang = registry(ws)["sh"]
     ls = client(conn)
-    for stage in CONFIGS:
+    for stage in stage_names():
         project = ls.projects.get(id=ensure_project(ws, ls, conn, stage, "sh"))
         heading = ET.fromstring(project.label_config).find("Header").get("value")
         assert f"{name} (sh)" in heading, heading
-        assert project.label_config == CONFIGS[stage](lang)
+        assert project.label_config == config(stage, lang)
         assert project.title == title(stage, lang) and project.title.startswith(f"[{stage}:sh] {name}"[:50])
         assert project.expert_instruction == instructions(stage, lang)
         assert "Serbo-Croatian &amp; &quot;Bosnian&quot; &lt;sh&gt;" in project.expert_instruction

@@ -31,8 +31,8 @@ from builder.llm.served import model_label
 from builder.records import NEGATIVE_TYPES
 from builder.releases.features import M2C_FEATURES, M2C_PREFIX, PAIR_FEATURES
 from builder.releases.waivers import waivers
+from builder.review_stages import review_stage
 from builder.reviews import (
-    ADJUDICATION,
     DecisionLineage,
     SentenceReview,
     disagreements,
@@ -212,7 +212,7 @@ def _config(lang, rows, pairs, concepts, props, words, stale, waived, script: tu
     }
     index = {p: i for i, p in enumerate(pid)}
     held = {i: f"curators disagree on the sentences ({'; '.join(a['reviewer'] + ': ' + a['decision'] for a in anns)}); "
-               f"an adjudicator decides them (`builder review push --stage {ADJUDICATION['sentences']} -l {lang}`)"
+               f"an adjudicator decides them (`builder review push --stage {review_stage('sentences').adjudication} -l {lang}`)"
             for i, anns in ((index[p], anns) for p, anns in disputed.items() if p in index)}
     for p, review in reviewed.items():
         i = index.get(p)
