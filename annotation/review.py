@@ -33,7 +33,7 @@ from builder import reviews
 from builder.languages import registry
 from builder.records import Language
 from builder.review_stages import EDIT_FIELD, ReviewStage, Task, Version, review_stage
-from builder.reviews import Annotation, PullSummary, ReviewProject
+from builder.reviews import Annotation, Opinion, PullSummary, ReviewProject
 from builder.workspace.store import Workspace
 
 CHUNK = 500
@@ -113,21 +113,21 @@ def _adopt_recorded_by_url(ws: Workspace, ls: LabelStudio, conn: Connection) -> 
 # -- tasks -------------------------------------------------------------------------------------------------
 
 
-def _opinion(stage: ReviewStage, a: dict) -> str:
+def _opinion(stage: ReviewStage, a: Opinion) -> str:
     """What one curator said, for the adjudicator: the decision, the text it keeps, the comment."""
-    text = f" '{a['final_text'].replace(chr(10), ' / ')}'" if stage.leaves_text(a["decision"]) else ""
-    return f"{a['reviewer']}: {a['decision']}{text}" + (f" ({a['comment']})" if a["comment"] else "")
+    text = f" '{a.final_text.replace(chr(10), ' / ')}'" if stage.leaves_text(a.decision) else ""
+    return f"{a.reviewer}: {a.decision}{text}" + (f" ({a.comment})" if a.comment else "")
 
 
-def _versions(stage: ReviewStage, anns: list[dict]) -> tuple[Version, ...]:
+def _versions(stage: ReviewStage, anns: list[Opinion]) -> tuple[Version, ...]:
     """Each curator's version of a disputed item, named after whoever left it ("name (decision)", curators who left
     the same text together): the adjudicator's boxes start with the first, and each is there to take. Decisions
     that keep no text (a rejection, a judge's verdict) offer none."""
-    by_text: dict[str, list[dict]] = {}
-    for a in sorted(anns, key=lambda a: a["reviewer"]):
-        if stage.versions is not None and stage.leaves_text(a["decision"]):
-            by_text.setdefault(a["final_text"], []).append(a)
-    return tuple(Version(model_version=", ".join(f"{a['reviewer']} ({a['decision']})" for a in same),
+    by_text: dict[str | None, list[Opinion]] = {}
+    for a in sorted(anns, key=lambda a: a.reviewer):
+        if stage.versions is not None and stage.leaves_text(a.decision):
+            by_text.setdefault(a.final_text, []).append(a)
+    return tuple(Version(model_version=", ".join(f"{a.reviewer} ({a.decision})" for a in same),
                          drafts=stage.versions(same[0])) for same in by_text.values())
 
 

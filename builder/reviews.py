@@ -362,16 +362,39 @@ def _made_on(ws: Workspace, stage: str, lang: str, items: Iterable[str] | None =
     return rows, pair_versions(ws, lang)
 
 
-def _latest_opinions(rows: list[dict]) -> dict[str, list[dict]]:
+class Opinion(Record):
+    """One curator's (or adjudicator's) latest decided annotation on an item's current version: what agreement,
+    settling and adjudication read."""
+
+    stage: str
+    item_id: str
+    reviewer: str
+    decision: str
+    final_text: str | None  # the text the annotation leaves (the word, the two sentences, the table)
+    comment: str
+    made_on: int | str  # the proposal, or the version of the pair or table, it was made on
+    updated_at: datetime
+    server: str
+    annotation_id: int
+    task_id: int
+    proposal_id: int | None = None  # a translation's
+    acceptable: str | None = None  # a pair's sentences as the curator left them
+    unacceptable: str | None = None
+
+
+_OPINION = tuple(Opinion.model_fields)
+
+
+def _latest_opinions(rows: list[dict]) -> dict[str, list[Opinion]]:
     """item -> each curator's latest annotation among `rows`."""
     per: dict[str, dict[str, dict]] = {}
-    for a in sorted(rows, key=lambda r: r["updated_at"]):
-        per.setdefault(a["item_id"], {})[a["reviewer"]] = a  # a curator's latest revision wins
-    return {item: list(by.values()) for item, by in per.items()}
+    for r in sorted(rows, key=lambda r: r["updated_at"]):
+        per.setdefault(r["item_id"], {})[r["reviewer"]] = r  # a curator's latest revision wins
+    return {item: [Opinion(**{k: r[k] for k in _OPINION if k in r}) for r in by.values()] for item, by in per.items()}
 
 
 def opinions(ws: Workspace, lang: str, stage: str = "translation", items: Iterable[str] | None = None,
-             ) -> tuple[dict[str, list[dict]], dict[str, list[dict]]]:
+             ) -> tuple[dict[str, list[Opinion]], dict[str, list[Opinion]]]:
     """(curators, adjudicators) of a stage in `lang` (of `items` only, when given): item -> each one's latest
     decided annotation on the item's current version."""
     with collector_paused():
@@ -384,42 +407,42 @@ def opinions(ws: Workspace, lang: str, stage: str = "translation", items: Iterab
 def _key(stage: str):
     """What curators of `stage` must share to agree: the decision, and the text where the decision leaves one."""
     textual = review_stage(stage).textual
-    return lambda a: (a["decision"], a["final_text"] if a["decision"] in textual else "")
+    return lambda a: (a.decision, a.final_text if a.decision in textual else "")
 
 
-def _agree(anns: list[dict], key) -> bool:
+def _agree(anns: list[Opinion], key) -> bool:
     return len({key(a) for a in anns}) == 1
 
 
-def _settle(stage: str, ops: dict[str, list[dict]], adjudicated: dict[str, list[dict]]) -> dict[str, tuple[dict, str]]:
+def _settle(stage: str, ops: dict[str, list[Opinion]], adjudicated: dict[str, list[Opinion]]) -> dict[str, tuple[Opinion, str]]:
     """item -> the annotation that decides it and who decided: the curators when they agree, else the adjudicator."""
     key = _key(stage)
-    out = {item: (anns[-1], ", ".join(sorted(a["reviewer"] for a in anns))) for item, anns in ops.items() if _agree(anns, key)}
-    out |= {item: (anns[-1], f"{anns[-1]['reviewer']} (adjudicated)") for item, anns in adjudicated.items()}
+    out = {item: (anns[-1], ", ".join(sorted(a.reviewer for a in anns))) for item, anns in ops.items() if _agree(anns, key)}
+    out |= {item: (anns[-1], f"{anns[-1].reviewer} (adjudicated)") for item, anns in adjudicated.items()}
     return out
 
 
-def _open(stage: str, ops: dict[str, list[dict]], adjudicated: dict[str, list[dict]]) -> dict[str, list[dict]]:
+def _open(stage: str, ops: dict[str, list[Opinion]], adjudicated: dict[str, list[Opinion]]) -> dict[str, list[Opinion]]:
     key = _key(stage)
     return {item: anns for item, anns in ops.items() if not _agree(anns, key) and item not in adjudicated}
 
 
-def settled(ws: Workspace, lang: str, stage: str) -> tuple[dict[str, tuple[dict, str]], dict[str, list[dict]]]:
+def settled(ws: Workspace, lang: str, stage: str) -> tuple[dict[str, tuple[Opinion, str]], dict[str, list[Opinion]]]:
     """(decided, disputed) in a stage in `lang`: item -> the annotation that decides it and who decided (`_settle`);
     item -> its curators' annotations, while they disagree and no one has adjudicated."""
     ops, adjudicated = opinions(ws, lang, stage)
     return _settle(stage, ops, adjudicated), _open(stage, ops, adjudicated)
 
 
-def disagreements(ws: Workspace, lang: str, stage: str = "translation") -> dict[str, list[dict]]:
+def disagreements(ws: Workspace, lang: str, stage: str = "translation") -> dict[str, list[Opinion]]:
     """Items of `stage` whose curators disagree and that no one has adjudicated yet: item -> the curators' annotations."""
     return _open(stage, *opinions(ws, lang, stage))
 
 
-def _agreement(stage: str, ops: dict[str, list[dict]], adjudicated: dict[str, list[dict]]) -> StageAgreement:
+def _agreement(stage: str, ops: dict[str, list[Opinion]], adjudicated: dict[str, list[Opinion]]) -> StageAgreement:
     textual = review_stage(stage).textual
-    measured = measure_agreement({i: [a["decision"] for a in v] for i, v in ops.items()},
-                                 {i: [a["final_text"] for a in v if a["decision"] in textual] for i, v in ops.items()})
+    measured = measure_agreement({i: [a.decision for a in v] for i, v in ops.items()},
+                                 {i: [a.final_text for a in v if a.decision in textual] for i, v in ops.items()})
     return StageAgreement(stage=stage, agreement=measured, disagreements=len(_open(stage, ops, adjudicated)),
                           adjudicated=len(adjudicated))
 
@@ -455,18 +478,18 @@ def decide_translations(ws: Workspace, lang: str, items: set[str], summary: Pull
     ts = now()
     with ws.transaction() as c:
         for item_id, (a, reviewer) in decided.items():
-            summary.by_decision[a["decision"]] = summary.by_decision.get(a["decision"], 0) + 1
-            review_id = _write_review(c, dict(proposal_id=a["proposal_id"], decision=a["decision"], final_text=a["final_text"],
-                                              reviewer=reviewer, comment=a["comment"], channel="label-studio",
-                                              created_at=a["updated_at"]), reviewed.get(a["proposal_id"]))
-            if a["decision"] not in _VERIFYING:
+            summary.by_decision[a.decision] = summary.by_decision.get(a.decision, 0) + 1
+            review_id = _write_review(c, dict(proposal_id=a.proposal_id, decision=a.decision, final_text=a.final_text,
+                                              reviewer=reviewer, comment=a.comment, channel="label-studio",
+                                              created_at=a.updated_at), reviewed.get(a.proposal_id))
+            if a.decision not in _VERIFYING:
                 summary.rejected += 1
                 continue
             old = words.get(item_id)
             if old and old["origin"] != "review":
                 continue
-            word = VerifiedWord(item_id=item_id, kind=latest[item_id]["kind"], lang=lang, text=a["final_text"],
-                                origin="review", reviewer=reviewer, proposal_id=a["proposal_id"], review_id=review_id)
+            word = VerifiedWord(item_id=item_id, kind=latest[item_id]["kind"], lang=lang, text=a.final_text,
+                                origin="review", reviewer=reviewer, proposal_id=a.proposal_id, review_id=review_id)
             if old is None:
                 _write_word(c, word, ts, replace=False)
                 summary.verified += 1
@@ -475,7 +498,7 @@ def decide_translations(ws: Workspace, lang: str, items: set[str], summary: Pull
         vw = t.verified_words
         for item_id, old in words.items():
             if (old["review_id"] in from_label_studio and item_id in latest and old["proposal_id"] == latest[item_id]["id"]
-                    and (item_id not in decided or decided[item_id][0]["decision"] not in _VERIFYING)):
+                    and (item_id not in decided or decided[item_id][0].decision not in _VERIFYING)):
                 c.execute(vw.delete().where(vw.c.item_id == item_id, vw.c.lang == lang))
                 summary.withdrawn += 1
         undecided = [p["id"] for item_id, p in latest.items() if p["id"] in reviewed and item_id not in decided]
@@ -492,7 +515,7 @@ def rejected_items(ws: Workspace, lang: str) -> dict[str, dict]:
     done = verified(ws, lang)
     settled = _settle("translation", *opinions(ws, lang, "translation"))
     by_proposal = {latest[item]["id"]: item for item, (a, _) in settled.items()
-                   if a["decision"] in ("reject", "ambiguous") and item in latest and item not in done}
+                   if a.decision in ("reject", "ambiguous") and item in latest and item not in done}
     out = {}
     for r in ws.rows(select(t.reviews).where(t.reviews.c.channel == "label-studio",
                                              t.reviews.c.decision.in_(("reject", "ambiguous")))):
@@ -537,9 +560,9 @@ def judge_decisions(ws: Workspace, lang: str) -> dict[str, SentenceReview]:
 
 
 def _pair_decisions(ws: Workspace, lang: str, stage: str) -> dict[str, SentenceReview]:
-    return {pid: SentenceReview(pair_id=pid, lang=lang, decision=a["decision"], acceptable=a["acceptable"],
-                                unacceptable=a["unacceptable"], reviewer=who, comment=a["comment"],
-                                annotation_id=a["annotation_id"])
+    return {pid: SentenceReview(pair_id=pid, lang=lang, decision=a.decision, acceptable=a.acceptable,
+                                unacceptable=a.unacceptable, reviewer=who, comment=a.comment,
+                                annotation_id=a.annotation_id)
             for pid, (a, who) in _settle(stage, *opinions(ws, lang, stage)).items()}
 
 
@@ -555,8 +578,8 @@ class DecisionLineage(Record):
 
 def sentence_lineage(ws: Workspace, lang: str) -> dict[str, DecisionLineage]:
     """pair id -> the annotation behind its settled sentence decision (the one `sentence_decisions` gives)."""
-    return {pid: DecisionLineage(server=a["server"], annotation_id=a["annotation_id"], task_id=a["task_id"],
-                                 stage=a["stage"], decided_at=utc(a["updated_at"]))
+    return {pid: DecisionLineage(server=a.server, annotation_id=a.annotation_id, task_id=a.task_id,
+                                 stage=a.stage, decided_at=utc(a.updated_at))
             for pid, (a, _) in _settle("sentences", *opinions(ws, lang, "sentences")).items()}
 
 
@@ -571,7 +594,7 @@ def rejected_pairs(ws: Workspace, lang: str) -> dict[str, str]:
 def current_tables(ws: Workspace, lang: str) -> dict[str, dict]:
     """The lemma's item id -> its forms waiting for review: `lemma`, `forms` (lexicon rows), `draft` (the table as
     curators see it) and its `version`."""
-    by_lemma: dict[str, list[dict]] = {}
+    by_lemma: dict[str, list[Opinion]] = {}
     for r in list_forms(ws, lang, status="proposed"):
         by_lemma.setdefault(r["lemma"], []).append(r)
     out = {}
@@ -613,12 +636,12 @@ def decide_tables(ws: Workspace, lang: str, items: set[str], summary: PullSummar
     counts = summary.forms
     waiting = current_tables(ws, lang)
     applied = set()
-    for item, (a, reviewer) in sorted(decided.items(), key=lambda kv: kv[1][0]["updated_at"]):
-        if item not in items or item not in waiting or a["made_on"] != waiting[item]["version"]:
+    for item, (a, reviewer) in sorted(decided.items(), key=lambda kv: kv[1][0].updated_at):
+        if item not in items or item not in waiting or a.made_on != waiting[item]["version"]:
             continue
         try:
-            s = verify_fills(ws, lang, waiting[item]["lemma"], reviewer=reviewer, decision=a["decision"], comment=a["comment"],
-                             forms=tables.parse_forms(a["final_text"]) if a["decision"] == "fix" else None)
+            s = verify_fills(ws, lang, waiting[item]["lemma"], reviewer=reviewer, decision=a.decision, comment=a.comment,
+                             forms=tables.parse_forms(a.final_text) if a.decision == "fix" else None)
         except ValueError:
             counts["invalid"] = counts.get("invalid", 0) + 1
             continue
@@ -704,16 +727,16 @@ def decide_judgements(ws: Workspace, lang: str, items: set[str], summary: PullSu
     pair waived. A verdict its curators dispute is flagged until the adjudicator decides, whatever they said before."""
     decided, disputed = settled(ws, lang, "judge")
     reasons = {pid: f"a curator ({who}) confirmed the negative has the property"
-                    + (f" ({a['comment']})" if a["comment"] else "") + "; replace it in the seeds, or waive the pair"
-               for pid, (a, who) in decided.items() if a["decision"] == "false negative"}
+                    + (f" ({a.comment})" if a.comment else "") + "; replace it in the seeds, or waive the pair"
+               for pid, (a, who) in decided.items() if a.decision == "false negative"}
     reasons |= {pid: "curators disagree whether the negative has the property ("
-                     + "; ".join(f"{a['reviewer']}: {a['decision']}" + (f" ({a['comment']})" if a["comment"] else "")
+                     + "; ".join(f"{a.reviewer}: {a.decision}" + (f" ({a.comment})" if a.comment else "")
                                  for a in anns)
                      + f"): an adjudicator decides (builder review push --stage {review_stage('judge').adjudication} --lang {lang})"
                 for pid, anns in disputed.items()}
     flagged = {f.item_id: f.reason for f in list_flags(ws, stage="judge", langs=[lang])}
     with ws.transaction() as c:
-        clear_flags(c, "judge", lang, [pid for pid, (a, _) in decided.items() if a["decision"] == "keep" and pid in flagged])
+        clear_flags(c, "judge", lang, [pid for pid, (a, _) in decided.items() if a.decision == "keep" and pid in flagged])
         record_flags(c, "judge", lang, {pid: why for pid, why in reasons.items() if flagged.get(pid) != why})
     return set(disputed)
 
@@ -722,7 +745,7 @@ def settle_pair_flags(ws: Workspace, lang: str, items: set[str], summary: PullSu
     """Stage sentences' `decide`: pairs a curator wrote or accepted no longer wait for the LLM: their `generate` and
     `regenerate` flags are settled."""
     decided, disputed = settled(ws, lang, "sentences")
-    written = [pid for pid, (a, _) in decided.items() if a["decision"] in ("accept", "fix")]
+    written = [pid for pid, (a, _) in decided.items() if a.decision in ("accept", "fix")]
     with ws.transaction() as c:
         for ids in _chunks(written):
             clear_flags(c, ("generate", "regenerate"), lang, ids)
@@ -841,9 +864,9 @@ def _stage_status(ws: Workspace, stage: str, lang: str) -> dict:
     ops, adjudicated = opinions(ws, lang, base)
     if stage != base:
         return {"pending": len(_open(base, ops, adjudicated)),
-                **_counts((anns[-1]["decision"] for anns in adjudicated.values()), vocabulary)}
+                **_counts((anns[-1].decision for anns in adjudicated.values()), vocabulary)}
     key = _key(base)
-    agreed = [anns[-1]["decision"] for item, anns in ops.items() if _agree(anns, key) and item not in adjudicated]
+    agreed = [anns[-1].decision for item, anns in ops.items() if _agree(anns, key) and item not in adjudicated]
     measured = _agreement(base, ops, adjudicated)
     return {"pending": record.pending(ws, lang, len(agreed) + len(adjudicated)), **_counts(agreed, vocabulary),
             "disagreements": measured.disagreements, "adjudicated": measured.adjudicated,

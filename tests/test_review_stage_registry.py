@@ -31,7 +31,7 @@ GLOSS = ReviewStage(
     name="gloss", adjudication="adjudicate-gloss", made_on="proposal", tasks=gloss_tasks, textual=("apt",),
     edit=lambda data, fields: TranslationEdit(proposal_id=data["proposal_id"], text=fields.get("gloss") or None),
     pending=lambda ws, lang, settled: len(gloss_tasks(ws, lang)) - settled,
-    versions=lambda opinion: {"gloss": opinion["final_text"]},
+    versions=lambda opinion: {"gloss": opinion.final_text},
     decisions={"apt": "the gloss says what the word means", "off": "the word means something else"},
     screen=Screen(what="Gloss in", to="word", facts=(("English", "english"),), note="A short gloss in English",
                   versions_note="A short gloss in English (one curator's to start with)",
@@ -71,9 +71,9 @@ def test_a_stage_registered_in_one_place_is_pushed_annotated_pulled_and_adjudica
 
     curators, adjudicated = reviews.opinions(ws, "fr", "gloss")
     assert adjudicated == {}
-    assert [(o["reviewer"], o["decision"], o["final_text"]) for o in curators[first]] == \
+    assert [(o.reviewer, o.decision, o.final_text) for o in curators[first]] == \
         [("gloss-a@builder.local", "apt", "a thing")]
-    assert [(o["decision"], o["comment"]) for o in curators[second]] == [("off", "a false friend")]
+    assert [(o.decision, o.comment) for o in curators[second]] == [("off", "a false friend")]
     row = {(r["stage"], r["lang"]): r for r in reviews.review_status(ws)}[("gloss", "fr")]
     assert (row["apt"], row["off"], row["disagreements"], row["pending"]) == (1, 1, 1, n - 2)
     assert row["reviewers"] == ["gloss-a@builder.local", "gloss-b@builder.local"]

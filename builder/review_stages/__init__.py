@@ -135,7 +135,7 @@ class ReviewStage:
     # -> the items whose curators disagree; None: decisions are recorded and settled, nothing else follows.
     decide: Callable[..., set[str]] | None = None
     every_pull: bool = False  # decided at every pull in each language with a project, not only where annotations moved
-    versions: Callable[[dict], dict[str, str]] | None = None  # a curator's opinion -> the boxes' texts it left
+    versions: Callable[[Any], dict[str, str]] | None = None  # a curator's `reviews.Opinion` -> the boxes' texts it left
 
     def leaves_text(self, decision: str | None) -> bool:
         """Whether `decision` keeps a text of the curator's: a version of the item an adjudicator may take."""

@@ -55,7 +55,7 @@ def pending(ws: Workspace, lang: str, settled: int) -> int:
 register(ReviewStage(
     name="translation", adjudication="adjudication", made_on="proposal", tasks=translation_tasks, edit=edit,
     pending=pending, decide=reviews.decide_translations, every_pull=True, textual=("accept", "corrected"),
-    versions=lambda opinion: {"translation": opinion["final_text"]},
+    versions=lambda opinion: {"translation": opinion.final_text},
     decisions={
         "accept": "the draft is right as it stands; do not edit it",
         "corrected": "you fixed the draft: the Translation box holds the final form",
