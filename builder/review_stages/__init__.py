@@ -146,10 +146,14 @@ class ReviewStage:
 
 
 _REGISTRY: dict[str, ReviewStage] = {}
+# (the registry it was read from, stages in order, every stage and adjudication name -> its stage): a lookup per
+# annotation of a pull must not import and sort each time.
+_read: tuple[dict, tuple[ReviewStage, ...], dict[str, ReviewStage]] | None = None
 
 
 def register(stage: ReviewStage) -> ReviewStage:
     """Add a stage (its adjudication comes with it); a name already taken by another stage is refused."""
+    global _read
     taken = {name for other in _REGISTRY.values() if other.name != stage.name for name in other.names()}
     for name in stage.names():
         if name in taken or not 0 < len(name) <= STAGE_NAME_LENGTH or stage.name == stage.adjudication:
@@ -158,25 +162,34 @@ def register(stage: ReviewStage) -> ReviewStage:
     if missing:
         raise ValueError(f"review stage {stage.name}: textual decisions {missing} are not among its decisions")
     _REGISTRY[stage.name] = stage
+    _read = None
     return stage
 
 
-def stages() -> list[ReviewStage]:
+def _registered() -> tuple[tuple[ReviewStage, ...], dict[str, ReviewStage]]:
+    global _read
+    if _read is None or _read[0] is not _REGISTRY:
+        for module in MODULES:
+            importlib.import_module(module)
+        rank = {m: i for i, m in enumerate(MODULES)}  # in MODULES order, whatever was imported first
+        ordered = tuple(sorted(_REGISTRY.values(), key=lambda stage: rank.get(stage.tasks.__module__, len(rank))))
+        _read = (_REGISTRY, ordered, {name: stage for stage in ordered for name in stage.names()})
+    return _read[1], _read[2]
+
+
+def stages() -> tuple[ReviewStage, ...]:
     """Every reviewed stage, the shipped ones first in `MODULES` order."""
-    for module in MODULES:
-        importlib.import_module(module)
-    rank = {m: i for i, m in enumerate(MODULES)}  # in MODULES order, whatever was imported first
-    return sorted(_REGISTRY.values(), key=lambda stage: rank.get(stage.tasks.__module__, len(rank)))
+    return _registered()[0]
 
 
 def stage_names() -> tuple[str, ...]:
     """Every stage a project may serve: each reviewed stage, then its adjudication."""
-    return tuple(name for stage in stages() for name in stage.names())
+    return tuple(_registered()[1])
 
 
 def review_stage(name: str) -> ReviewStage:
     """The stage `name` decides the items of: itself, or the stage its adjudication settles."""
-    found = next((stage for stage in stages() if name in stage.names()), None)
+    found = _registered()[1].get(name)
     if found is None:
         raise InputError(f"unknown review stage {name!r}: {', '.join(stage_names())}")
     return found
