@@ -95,21 +95,6 @@ def ensure_project(ws: Workspace, ls: LabelStudio, conn: Connection, stage: str,
     return pid
 
 
-def _adopt_recorded_by_url(ws: Workspace, ls: LabelStudio, conn: Connection) -> None:
-    """Give this server's identity to what the workspace recorded under a URL it answered on, before
-    servers had identities (schema version 3): the rows of each such URL whose remembered project is
-    here under its title, or whose latest annotation is here on its task."""
-    for old in reviews.recorded_by_url(ws):
-        if old.server == conn.server:
-            continue
-        here = any(getattr(_unless_missing(ls.projects.get, id=p.project_id), "title", None) == p.title
-                   for p in old.projects)
-        if not here and old.annotation:
-            here = getattr(_unless_missing(ls.annotations.get, id=old.annotation[0]), "task", None) == old.annotation[1]
-        if here:
-            reviews.adopt_server(ws, old.server, conn.server)
-
-
 # -- tasks -------------------------------------------------------------------------------------------------
 
 
@@ -214,7 +199,6 @@ def push(ws: Workspace, conn: Connection, lang: str, *, stage: str = "translatio
 
 def _push(ws: Workspace, ls: LabelStudio, conn: Connection, lang: str, stage: str, tasks: list[Task], chunk: int,
           overlap: int, overlap_share: float) -> PushSummary:
-    _adopt_recorded_by_url(ws, ls, conn)
     pid = ensure_project(ws, ls, conn, stage, lang)
     if overlap > 1:
         ls.projects.update(id=pid, maximum_annotations=overlap, overlap_cohort_percentage=round(overlap_share * 100))
@@ -274,7 +258,6 @@ def pull(ws: Workspace, conn: Connection) -> PullSummary:
     """Export every project remembered on this server and hand its annotations to the review owner, with the
     projects exported whole: an annotation recorded before and missing now was deleted in Label Studio."""
     ls = client(conn)
-    _adopt_recorded_by_url(ws, ls, conn)
     users = {u.id: (u.email or u.username or str(u.id)) for u in ls.users.list()}
     projects = reviews.review_projects(ws, conn.server)
     records = [annotation_record(project, task, ann, users)

@@ -50,11 +50,11 @@ from builder.workspace import schema as t
 from builder.workspace.store import Workspace, collector_paused, now, upsert_replace
 
 __all__ = [
-    "AcceptSummary", "Annotation", "DecisionLineage", "FormsEdit", "PullSummary", "RecordedByUrl", "ReviewProject", "SentenceEdit",
+    "AcceptSummary", "Annotation", "DecisionLineage", "FormsEdit", "Opinion", "PullSummary", "ReviewProject", "SentenceEdit",
     "SentenceReview", "StageAgreement", "TranslationEdit",
-    "accept", "adopt_server", "curators", "current_pairs", "current_tables", "decide_judgements", "decide_tables",
+    "accept", "curators", "current_pairs", "current_tables", "decide_judgements", "decide_tables",
     "decide_translations", "disagreements", "judge_decisions", "judge_pending", "latest_proposals", "opinions",
-    "record_pull", "record_seed_words", "recorded_by_url", "rejected_items", "rejected_pairs", "remember_project",
+    "record_pull", "record_seed_words", "rejected_items", "rejected_pairs", "remember_project",
     "review_project", "review_projects", "review_status", "sentence_decisions", "sentence_lineage", "settle_pair_flags",
     "settled", "stage_agreement",
 ]
@@ -216,47 +216,6 @@ def remember_project(ws: Workspace, project: ReviewProject) -> None:
     different servers may remember theirs at once)."""
     with ws.transaction() as c:
         upsert_replace(c, t.review_projects, [project.model_dump()])
-
-
-class RecordedByUrl(Record):
-    """What the workspace recorded under a server known only by its URL (rows from before server
-    identities): enough for a server to recognise them as its own."""
-
-    server: str  # `SERVER_BY_URL` + the URL
-    projects: list[ReviewProject]
-    annotation: tuple[int, int] | None  # (annotation id, task id) of the latest annotation recorded under it
-
-
-def recorded_by_url(ws: Workspace) -> list[RecordedByUrl]:
-    """Every server identity that is only a URL and still holds projects or annotations."""
-    p, ra = t.review_projects, t.review_annotations
-    by_url = t.SERVER_BY_URL + "%"
-    servers = {r["server"] for r in ws.rows(select(p.c.server).where(p.c.server.like(by_url)).distinct())}
-    servers |= {r["server"] for r in ws.rows(select(ra.c.server).where(ra.c.server.like(by_url)).distinct())}
-    out = []
-    for server in sorted(servers):
-        latest = ws.rows(select(ra.c.annotation_id, ra.c.task_id).where(ra.c.server == server, ra.c.withdrawn_at.is_(None))
-                         .order_by(ra.c.updated_at.desc()).limit(1))
-        out.append(RecordedByUrl(server=server, projects=review_projects(ws, server),
-                                 annotation=(latest[0]["annotation_id"], latest[0]["task_id"]) if latest else None))
-    return out
-
-
-def adopt_server(ws: Workspace, old: str, server: str) -> None:
-    """The projects and annotations recorded under identity `old` are the server `server`'s: re-key them.
-
-    A workspace that pulled from one server under two URLs holds an annotation twice; the revision
-    updated last stays (the one already under `server` when both are as recent)."""
-    ra, sr, tr = t.review_annotations, t.sentence_reviews, t.table_reviews
-    with ws.transaction() as c:
-        have = {aid: utc(at) for aid, at in c.execute(select(ra.c.annotation_id, ra.c.updated_at).where(ra.c.server == server))}
-        for aid, at in c.execute(select(ra.c.annotation_id, ra.c.updated_at).where(ra.c.server == old)).all():
-            if aid in have:
-                loser = server if utc(at) > have[aid] else old
-                for table in (ra, sr, tr):
-                    c.execute(table.delete().where(table.c.annotation_id == aid, table.c.server == loser))
-        for table in (ra, sr, tr, t.review_projects):
-            c.execute(table.update().where(table.c.server == old).values(server=server))
 
 
 # -- translations ---------------------------------------------------------------------------------------

@@ -5,7 +5,6 @@ import json
 import re
 import shutil
 import socket
-import sqlite3
 import subprocess
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -18,7 +17,6 @@ from annotation import server as ls_server
 from annotation.configs import config
 from annotation.instructions import instructions
 from annotation.review import client, ensure_project, pull, push, title
-from builder import reviews
 from builder.languages import declare, registry
 from builder.llm.cache import LLMCache
 from builder.llm.client import LLMClient
@@ -27,7 +25,7 @@ from builder.review_stages import review_stage, stage_names
 from builder.seeds import import_seeds
 from builder.translate import translate
 from builder.workspace import schema as t
-from builder.workspace.store import DB_FILE, init_workspace, open_workspace
+from builder.workspace.store import init_workspace, open_workspace
 
 QUIET = {"log": lambda *a: None}
 
@@ -108,43 +106,6 @@ def test_after_a_restart_on_another_port_pull_finds_every_annotation_and_push_du
     monkeypatch.setenv("LABEL_STUDIO_API_KEY", again.token)
     given = ls_server.connect(Path("/nonexistent"))
     assert (given.url, given.server) == (again.url, external)
-
-
-def test_a_workspace_from_before_server_identities_finds_its_annotations_on_its_server(sample_ws, server, ls_dir):
-    """Schema 3 keyed rows by URL: after a restart the project was remembered under the new URL while an
-    annotation stayed under the old one. Each URL whose records the server holds becomes its identity."""
-    ws, conn = sample_ws, ls_server.connect(ls_dir)
-    _translate(ws, server, "hu")
-    n = push(ws, conn, "hu").created
-    pid = ws.rows(select(t.review_projects.c.project_id).where(t.review_projects.c.lang == "hu"))[0]["project_id"]
-    tasks = _tasks(conn, pid)
-    for item in sorted(tasks)[:2]:
-        _say(conn, tasks[item].id, "accept")
-    assert pull(ws, conn).new == 2
-    first = min(r["annotation_id"] for r in ws.rows(select(t.review_annotations)))
-    ws.close()
-    db = sqlite3.connect(ws.directory / DB_FILE)
-    with db:  # the workspace as schema 3 left it
-        for table in ("review_projects", "review_annotations", "sentence_reviews"):
-            db.execute(f"ALTER TABLE {table} RENAME COLUMN server TO url")
-        db.execute("ALTER TABLE review_annotations DROP COLUMN withdrawn_at")  # schema 9's
-        db.execute("UPDATE review_projects SET url = ?", (conn.url,))
-        db.execute("UPDATE review_annotations SET url = CASE annotation_id WHEN ? THEN ? ELSE ? END",
-                   (first, "http://127.0.0.1:9", conn.url))
-        db.execute("INSERT INTO review_annotations SELECT 987654, 'http://elsewhere:8080', stage, lang, item_id, proposal_id,"
-                   " 1, decision, final_text, comment, reviewer, cancelled, lead_time_s, edit_distance, created_at,"
-                   " updated_at FROM review_annotations WHERE annotation_id = ?", (first,))
-        db.execute("UPDATE meta SET value = '3' WHERE key = 'schema_version'")
-    db.close()
-
-    ws = open_workspace(ws.directory)
-    s = pull(ws, conn)
-    assert (s.new, s.updated, s.unchanged) == (0, 0, 2)
-    servers = {r["annotation_id"]: r["server"] for r in ws.rows(select(t.review_annotations))}
-    assert servers == {**{aid: conn.server for aid in servers if aid != 987654}, 987654: "url:http://elsewhere:8080"}
-    assert [p.server for p in reviews.review_projects(ws)] == [conn.server]
-    assert push(ws, conn, "hu").created == 0 and len(_tasks(conn, pid)) == n
-    ws.close()
 
 
 def test_a_copied_workspace_starts_its_own_server_and_leaves_the_originals_running(server, ls_dir, tmp_path):
