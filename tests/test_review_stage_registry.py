@@ -2,6 +2,8 @@
 proposed word) is pushed to a real Label Studio, annotated there as curators do, pulled back, decided,
 counted in the review status, and its disagreements go to its own adjudication."""
 
+import dataclasses
+
 import pytest
 from conftest import with_llm
 from curating import current_tasks, say, versions
@@ -90,3 +92,13 @@ def test_a_stage_registered_in_one_place_is_pushed_annotated_pulled_and_adjudica
     assert reviews.disagreements(ws, "fr", "gloss") == {}
     row = {(r["stage"], r["lang"]): r for r in reviews.review_status(ws)}[("gloss", "fr")]
     assert (row["apt"], row["off"], row["adjudicated"], row["pending"]) == (1, 1, 1, n - 3)
+
+
+@pytest.mark.parametrize(("name", "adjudication"), [("translation", "adjudicate-gloss"), ("gloss", "adjudicate-pairs"),
+                                                    ("glosses-of-words", "adjudicate-glosses")])
+def test_a_stage_whose_name_is_taken_or_does_not_fit_the_stage_columns_is_refused(monkeypatch, name, adjudication):
+    monkeypatch.setattr(review_stages, "_REGISTRY", {s.name: s for s in review_stages.stages()})
+    shipped = review_stages.stage_names()
+    with pytest.raises(ValueError, match=f"review stage {name}: name '.+' is taken or not 1 to 16 characters"):
+        register(dataclasses.replace(GLOSS, name=name, adjudication=adjudication))
+    assert review_stages.stage_names() == shipped

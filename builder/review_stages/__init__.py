@@ -152,9 +152,11 @@ _read: tuple[dict, tuple[ReviewStage, ...], dict[str, ReviewStage]] | None = Non
 
 
 def register(stage: ReviewStage) -> ReviewStage:
-    """Add a stage (its adjudication comes with it); a name already taken by another stage is refused."""
+    """Add a stage (its adjudication comes with it); a name another stage (or its adjudication) has is refused."""
     global _read
-    taken = {name for other in _REGISTRY.values() if other.name != stage.name for name in other.names()}
+    if _REGISTRY.get(stage.name) == stage:
+        return stage
+    taken = {name for other in _REGISTRY.values() for name in other.names()}
     for name in stage.names():
         if name in taken or not 0 < len(name) <= STAGE_NAME_LENGTH or stage.name == stage.adjudication:
             raise ValueError(f"review stage {stage.name}: name {name!r} is taken or not 1 to {STAGE_NAME_LENGTH} characters")
