@@ -3,6 +3,5 @@ for the review owner (`builder.reviews`), which records decisions and computes a
 
 # The package's public names are its modules (imported by name, e.g. `from annotation import autoreview`).
 __all__ = [
-    "autoreview", "configs", "inflections", "instructions", "judge", "review", "sentences", "server",
-    "tasks"
+    "autoreview", "configs", "instructions", "review", "server", "tasks"
 ]

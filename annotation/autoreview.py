@@ -11,10 +11,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 from annotation.review import client
 from annotation.server import Connection
-from builder.reviews import base_stage, review_project
+from builder.review_stages import review_stage
+from builder.reviews import review_project
 from builder.workspace.store import Workspace
-
-DECISION_TARGET = {"translation": "english", "sentences": "acceptable", "inflections": "lemma"}  # by base stage
 
 
 def reviewer_account(conn: Connection, name: str) -> int:
@@ -36,7 +35,7 @@ def accept_open_tasks(ws: Workspace, conn: Connection, stage: str, lang: str, re
     user_id = reviewer_account(conn, reviewer)
     todo = [task for task in ls.tasks.list(project=project.project_id, fields="all", page_size=1000)
             if not task.total_annotations and not task.cancelled_annotations]
-    decision = {"from_name": "decision", "to_name": DECISION_TARGET[base_stage(stage)], "type": "choices",
+    decision = {"from_name": "decision", "to_name": review_stage(stage).screen.to, "type": "choices",
                 "value": {"choices": ["accept"]}}
 
     def annotate(task) -> None:

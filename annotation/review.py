@@ -1,4 +1,5 @@
-"""Push review tasks to Label Studio and pull curators' annotations back as typed records.
+"""Push review tasks to Label Studio and pull curators' annotations back as typed records, for every stage alike:
+what a stage asks, shows and reads is its record (`builder.review_stages`).
 
 Projects are remembered under the server's identity (`annotation.server`), found again by our key
 (`[stage:lang]` in the title), and tasks by our item key in `task.data`, listed from the server
@@ -23,21 +24,16 @@ from typing import NamedTuple
 
 from label_studio_sdk import LabelStudio
 from label_studio_sdk.core.api_error import ApiError
-from sqlalchemy import select
 
-from annotation import inflections, judge, sentences
-from annotation.configs import CONFIGS
+from annotation.configs import config
 from annotation.instructions import instructions
 from annotation.server import Connection
-from annotation.tasks import call_models, one_task_per_item, parse_annotation, revision, task_hash, textarea
+from annotation.tasks import one_task_per_item, parse_annotation, revision, task_hash, textarea
 from builder import reviews
-from builder.errors import InputError
-from builder.flags import list_flags
-from builder.languages import SEED_LANGUAGES, registry
+from builder.languages import registry
 from builder.records import Language
-from builder.reviews import ADJUDICATION, REVIEW_STAGES, Annotation, PullSummary, ReviewProject, TranslationEdit, base_stage
-from builder.selection import seeds, verified
-from builder.workspace import schema as t
+from builder.review_stages import EDIT_FIELD, ReviewStage, Task, Version, review_stage
+from builder.reviews import Annotation, Opinion, PullSummary, ReviewProject
 from builder.workspace.store import Workspace
 
 CHUNK = 500
@@ -81,7 +77,7 @@ def ensure_project(ws: Workspace, ls: LabelStudio, conn: Connection, stage: str,
     """
     key = f"[{stage}:{lang}]"
     lang_rec = registry(ws)[lang]
-    wanted = {"title": title(stage, lang_rec), "label_config": CONFIGS[stage](lang_rec),
+    wanted = {"title": title(stage, lang_rec), "label_config": config(stage, lang_rec),
               "expert_instruction": instructions(stage, lang_rec), "show_instruction": True}
     known = reviews.review_project(ws, stage, lang, conn.server)
     project = _unless_missing(ls.projects.get, id=known.project_id) if known else None
@@ -99,100 +95,52 @@ def ensure_project(ws: Workspace, ls: LabelStudio, conn: Connection, stage: str,
     return pid
 
 
-def _adopt_recorded_by_url(ws: Workspace, ls: LabelStudio, conn: Connection) -> None:
-    """Give this server's identity to what the workspace recorded under a URL it answered on, before
-    servers had identities (schema version 3): the rows of each such URL whose remembered project is
-    here under its title, or whose latest annotation is here on its task."""
-    for old in reviews.recorded_by_url(ws):
-        if old.server == conn.server:
-            continue
-        here = any(getattr(_unless_missing(ls.projects.get, id=p.project_id), "title", None) == p.title
-                   for p in old.projects)
-        if not here and old.annotation:
-            here = getattr(_unless_missing(ls.annotations.get, id=old.annotation[0]), "task", None) == old.annotation[1]
-        if here:
-            reviews.adopt_server(ws, old.server, conn.server)
+# -- tasks -------------------------------------------------------------------------------------------------
 
 
-# -- translation tasks -------------------------------------------------------------------------------
-
-
-def translation_tasks(ws: Workspace, lang: str) -> list[dict]:
-    """One task per item whose latest proposal is not verified yet, with the script audit's flag on it (a Latin
-    "bus" among Devanagari) for the curator to see."""
-    latest = reviews.latest_proposals(ws, lang)
-    script = {f.item_id: f.reason for f in list_flags(ws, stage="script", langs=[lang])}
-    done = verified(ws, lang)
-    name = registry(ws)[lang].name
-    english = {r["id"]: (r["english"], r.get("category")) for r in ws.rows(select(t.concepts))}
-    english |= {r["id"]: (r["english"], None) for r in ws.rows(select(t.properties))}
-    seed = seeds(ws, SEED_LANGUAGES)
-    models = call_models(ws, lang)
-    tasks = []
-    for item_id, p in sorted(latest.items()):
-        if item_id in done:
-            continue
-        en, cat = english[item_id]
-        data = {
-            "task": f"{en} ({p['kind']} {item_id}) · {name} · revision {p['revision']}",
-            "item_key": f"translation:{lang}:{item_id}", "item_id": item_id, "kind": p["kind"], "english": en,
-            "seed_de": seed.get((item_id, "de"), "—"), "seed_zh": seed.get((item_id, "zh"), "—"),
-            "category": cat or "—", "alternatives": "; ".join(p["alternatives"]) or "—", "note": p["note"] or "—",
-            "flag": script.get(item_id, "—"), "proposal_id": p["id"], "revision": p["revision"], "draft": p["text"],
-        }
-        data["hash"] = task_hash(data)
-        tasks.append({"data": data, "model": models.get(p["llm_call_id"], "llm"),
-                      "prediction": [textarea("translation", "english", p["text"])]})
-    return tasks
-
-
-def _opinion(stage: str, a: dict) -> str:
+def _opinion(stage: ReviewStage, a: Opinion) -> str:
     """What one curator said, for the adjudicator: the decision, the text it keeps, the comment."""
-    text = f" '{a['final_text'].replace(chr(10), ' / ')}'" if reviews.leaves_text(stage, a["decision"]) else ""
-    return f"{a['reviewer']}: {a['decision']}{text}" + (f" ({a['comment']})" if a["comment"] else "")
+    text = f" '{a.final_text.replace(chr(10), ' / ')}'" if stage.leaves_text(a.decision) else ""
+    return f"{a.reviewer}: {a.decision}{text}" + (f" ({a.comment})" if a.comment else "")
 
 
-# The text a curator's annotation keeps, as the prediction that pre-fills the stage's boxes with it.
-_VERSION = {
-    "translation": lambda a: [textarea("translation", "english", a["final_text"])],
-    "sentences": lambda a: [textarea("acceptable_fixed", "acceptable", a["acceptable"]),
-                            textarea("unacceptable_fixed", "unacceptable", a["unacceptable"])],
-    "inflections": lambda a: [textarea("forms", "lemma", a["final_text"])],
-}
+def _versions(stage: ReviewStage, anns: list[Opinion]) -> tuple[Version, ...]:
+    """Each curator's version of a disputed item, named after whoever left it ("name (decision)", curators who left
+    the same text together): the adjudicator's boxes start with the first, and each is there to take. Decisions
+    that keep no text (a rejection, a judge's verdict) offer none."""
+    by_text: dict[str | None, list[Opinion]] = {}
+    for a in sorted(anns, key=lambda a: a.reviewer):
+        if stage.versions is not None and stage.leaves_text(a.decision):
+            by_text.setdefault(a.final_text, []).append(a)
+    return tuple(Version(model_version=", ".join(f"{a.reviewer} ({a.decision})" for a in same),
+                         drafts=stage.versions(same[0])) for same in by_text.values())
 
 
-def _versions(stage: str, anns: list[dict]) -> list[dict]:
-    """Each curator's version of a disputed item, as a prediction named after whoever left it ("name (decision)",
-    curators who left the same text together): the adjudicator's boxes start with the first, and each is
-    there to take. Decisions that keep no text (a rejection, a judge's verdict) offer none."""
-    by_text: dict[str, list[dict]] = {}
-    for a in sorted(anns, key=lambda a: a["reviewer"]):
-        if stage in _VERSION and reviews.leaves_text(stage, a["decision"]):
-            by_text.setdefault(a["final_text"], []).append(a)
-    return [{"model_version": ", ".join(f"{a['reviewer']} ({a['decision']})" for a in same),
-             "result": _VERSION[stage](same[0])} for same in by_text.values()]
-
-
-def adjudication_tasks(ws: Workspace, lang: str, stage: str = "translation") -> list[dict]:
+def adjudication_tasks(ws: Workspace, lang: str, stage: ReviewStage) -> list[Task]:
     """A task per disagreement on `stage`'s items: the stage's own task plus what each curator said, its boxes
     pre-filled with each curator's version (or, where none keeps a text, with the stage's draft)."""
-    base = {tk["data"]["item_id"]: tk for tk in stage_tasks(ws, lang, stage)}
+    base = {task.item_id: task for task in stage.tasks(ws, lang)}
     tasks = []
-    for item, anns in sorted(reviews.disagreements(ws, lang, stage).items()):
+    for item, anns in sorted(reviews.disagreements(ws, lang, stage.name).items()):
         if item not in base:
             continue
-        data = dict(base[item]["data"])
-        data["item_key"] = f"{ADJUDICATION[stage]}:{lang}:{item}"
-        data["opinions"] = "\n".join(_opinion(stage, a) for a in anns)
-        data.pop("hash", None)
-        data["hash"] = task_hash(data)
-        tasks.append({**base[item], "data": data, "predictions": _versions(stage, anns) or _predictions(base[item])})
+        data = {**base[item].data, "item_key": f"{stage.adjudication}:{lang}:{item}",
+                "opinions": "\n".join(_opinion(stage, a) for a in anns)}
+        tasks.append(base[item].model_copy(update={"data": data, "versions": _versions(stage, anns)}))
     return tasks
 
 
-def _predictions(task: dict) -> list[dict]:
-    """What pre-fills a task's boxes: its versions (an adjudication's), else the stage's draft under its model's name."""
-    return task.get("predictions") or [{"model_version": task["model"], "result": task["prediction"]}]
+def predictions(stage: str, task: Task) -> list[dict]:
+    """What pre-fills a task's boxes: its versions (an adjudication's), else the stage's drafts under its model's name."""
+    screen = review_stage(stage).screen
+    return [{"model_version": version.model_version,
+             "result": [textarea(box, screen.box(box).to, text) for box, text in version.drafts.items()]}
+            for version in task.versions or (Version(model_version=task.model, drafts=task.drafts),)]
+
+
+def task_data(task: Task) -> dict:
+    """A task's data as pushed: what it shows, and its fingerprint (`hash`), which tells a changed task."""
+    return {**task.data, "hash": task_hash(task.data)}
 
 
 class Existing(NamedTuple):
@@ -222,16 +170,10 @@ def existing_tasks(ls: LabelStudio, project_id: int) -> tuple[dict[str, Existing
     return have, spare
 
 
-TASKS = {"translation": translation_tasks, "sentences": sentences.sentence_tasks, "inflections": inflections.inflection_tasks,
-         "judge": judge.judge_tasks}
-
-
-def stage_tasks(ws: Workspace, lang: str, stage: str) -> list[dict]:
-    """The tasks a stage wants reviewed now: each `{data, model, prediction}`, keyed by `data.item_key`."""
-    if stage not in REVIEW_STAGES:
-        raise InputError(f"unknown review stage {stage!r}: {', '.join(REVIEW_STAGES)}")
-    base = base_stage(stage)
-    return TASKS[base](ws, lang) if stage == base else adjudication_tasks(ws, lang, base)
+def stage_tasks(ws: Workspace, lang: str, stage: str) -> list[Task]:
+    """The tasks a stage (or its adjudication) wants reviewed now, each keyed by its `item_key`."""
+    record = review_stage(stage)
+    return record.tasks(ws, lang) if stage == record.name else adjudication_tasks(ws, lang, record)
 
 
 def _supersede(ls: LabelStudio, old: Existing, new_id: int) -> None:
@@ -255,9 +197,8 @@ def push(ws: Workspace, conn: Connection, lang: str, *, stage: str = "translatio
         return _push(ws, ls, conn, lang, stage, tasks, chunk, overlap, overlap_share)
 
 
-def _push(ws: Workspace, ls: LabelStudio, conn: Connection, lang: str, stage: str, tasks: list[dict], chunk: int,
+def _push(ws: Workspace, ls: LabelStudio, conn: Connection, lang: str, stage: str, tasks: list[Task], chunk: int,
           overlap: int, overlap_share: float) -> PushSummary:
-    _adopt_recorded_by_url(ws, ls, conn)
     pid = ensure_project(ws, ls, conn, stage, lang)
     if overlap > 1:
         ls.projects.update(id=pid, maximum_annotations=overlap, overlap_cohort_percentage=round(overlap_share * 100))
@@ -267,8 +208,8 @@ def _push(ws: Workspace, ls: LabelStudio, conn: Connection, lang: str, stage: st
         ls.tasks.delete(id=str(task_id))
     new, superseded = [], []
     for task in tasks:
-        data = task["data"]
-        old = have.get(data["item_key"])
+        data = task_data(task)
+        old = have.get(task.item_key)
         if old is None:
             new.append(task)
         elif old.data.get("hash") == data["hash"]:
@@ -280,15 +221,15 @@ def _push(ws: Workspace, ls: LabelStudio, conn: Connection, lang: str, stage: st
             ls.tasks.update(id=str(old.id), data=data)
             for p in ls.predictions.list(task=old.id):
                 ls.predictions.delete(id=p.id)
-            for p in _predictions(task):
+            for p in predictions(stage, task):
                 ls.predictions.create(task=old.id, result=p["result"], model_version=p["model_version"])
             summary.updated += 1
     ids: dict[str, int] = {}
     for i in range(0, len(new), chunk):
         batch = new[i : i + chunk]
-        made = ls.projects.import_tasks(id=pid, request=[{"data": x["data"], "predictions": _predictions(x)} for x in batch],
-                                        return_task_ids=True)
-        ids |= {x["data"]["item_key"]: task_id for x, task_id in zip(batch, made.task_ids, strict=True)}
+        made = ls.projects.import_tasks(id=pid, request=[{"data": task_data(x), "predictions": predictions(stage, x)}
+                                                         for x in batch], return_task_ids=True)
+        ids |= {x.item_key: task_id for x, task_id in zip(batch, made.task_ids, strict=True)}
         summary.created += len(batch)
     for old in superseded:
         _supersede(ls, old, ids[old.data["item_key"]])
@@ -299,25 +240,17 @@ def _push(ws: Workspace, ls: LabelStudio, conn: Connection, lang: str, stage: st
 # -- pulling -----------------------------------------------------------------------------------------
 
 
-def _translation_edit(data: dict, fields: dict) -> TranslationEdit:
-    return TranslationEdit(proposal_id=data["proposal_id"], text=fields.get("translation") or None)
-
-
-EDITS = {"translation": ("translation", _translation_edit), "sentences": ("sentences", sentences.edit),
-         "inflections": ("forms", inflections.edit), "judge": ("sentences", judge.edit)}  # by the stage an annotation decides
-
-
 def annotation_record(project: ReviewProject, task: dict, ann: dict, users: dict[int, str]) -> Annotation:
     """One exported annotation of `task` as the typed record the review owner takes."""
     fields = parse_annotation(ann)
     cancelled = bool(ann.get("was_cancelled"))
-    name, edit = EDITS[base_stage(project.stage)]
+    stage = review_stage(project.stage)
     return Annotation(
         stage=project.stage, lang=project.lang, item_id=task["data"]["item_id"], annotation_id=ann["id"], server=project.server,
         task_id=task["id"], decision=None if cancelled else fields.get("decision"), comment=fields.get("comment", ""),
         reviewer=users.get(ann.get("completed_by"), str(ann.get("completed_by"))), cancelled=cancelled,
         lead_time_s=ann.get("lead_time"), created_at=ann["created_at"], updated_at=ann.get("updated_at") or ann["created_at"],
-        **{name: edit(task["data"], fields)},
+        **{EDIT_FIELD[stage.made_on]: stage.edit(task["data"], fields)},
     )
 
 
@@ -325,7 +258,6 @@ def pull(ws: Workspace, conn: Connection) -> PullSummary:
     """Export every project remembered on this server and hand its annotations to the review owner, with the
     projects exported whole: an annotation recorded before and missing now was deleted in Label Studio."""
     ls = client(conn)
-    _adopt_recorded_by_url(ws, ls, conn)
     users = {u.id: (u.email or u.username or str(u.id)) for u in ls.users.list()}
     projects = reviews.review_projects(ws, conn.server)
     records = [annotation_record(project, task, ann, users)

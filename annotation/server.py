@@ -38,11 +38,11 @@ from builder.child_env import child_env
 from builder.environments import ToolEnvironment
 from builder.errors import BuilderError
 from builder.files import write_text
-from builder.workspace.schema import SERVER_BY_URL
 
 LABEL_STUDIO = ToolEnvironment("label-studio")
 ADMIN_USER = "admin@builder.local"
 SERVER_ID_FILE = "builder-server-id"
+SERVER_BY_URL = "url:"  # the identity of an external server that does not show its organization: its URL
 
 
 class ServerError(BuilderError):

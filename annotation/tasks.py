@@ -7,23 +7,10 @@ import json
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from sqlalchemy import select
-
-from builder.llm.served import model_label
-from builder.workspace import schema as t
-from builder.workspace.store import Workspace
-
 
 def task_hash(data: dict) -> str:
     """Fingerprint of a task's data: an unchanged task is skipped on the next push, a changed one updated."""
     return hashlib.sha256(json.dumps(data, ensure_ascii=False, sort_keys=True).encode()).hexdigest()[:16]
-
-
-def call_models(ws: Workspace, lang: str) -> dict[str, str]:
-    """LLM call id -> model, for the calls made for `lang`: a task names the model whose draft it shows.
-    (Only that language's calls: in a workspace of many languages, the others' would be most of the table.)"""
-    calls = t.llm_calls
-    return {r["id"]: model_label(r["model"]) for r in ws.rows(select(calls.c.id, calls.c.model).where(calls.c.lang == lang))}
 
 
 def textarea(name: str, to: str, text: str) -> dict:

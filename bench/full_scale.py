@@ -303,20 +303,21 @@ def _push(ws, root, ls_server):
 def _pull(ws, root, ls_server):
     """Annotate every pushed task: Label Studio creates annotations one request at a time (49,340 of them would
     take hours), so the same tasks are imported with an accept into a fresh project of the same stage and language."""
-    from annotation.autoreview import DECISION_TARGET
-    from annotation.review import client, ensure_project, pull, stage_tasks
+    from annotation.review import client, ensure_project, predictions, pull, stage_tasks, task_data
+    from builder.review_stages import review_stage
     from builder.reviews import review_project
 
     conn = ls_server.connect(root / "ws")
     ls = client(conn)
     ls.projects.delete(id=review_project(ws, "sentences", PUSHED, conn.server).project_id)
     pid = ensure_project(ws, ls, conn, "sentences", PUSHED)  # the pushed project is gone: a new one, remembered
-    decision = {"from_name": "decision", "to_name": DECISION_TARGET["sentences"], "type": "choices",
+    decision = {"from_name": "decision", "to_name": review_stage("sentences").screen.to, "type": "choices",
                 "value": {"choices": ["accept"]}}
     tasks = stage_tasks(ws, PUSHED, "sentences")
     for i in range(0, len(tasks), 1000):
-        ls.projects.import_tasks(id=pid, request=[{"data": x["data"], "annotations": [{"result": [decision, *x["prediction"]]}]}
-                                                  for x in tasks[i:i + 1000]])
+        ls.projects.import_tasks(id=pid, request=[
+            {"data": task_data(x), "annotations": [{"result": [decision, *predictions("sentences", x)[0]["result"]]}]}
+            for x in tasks[i:i + 1000]])
     return lambda: pull(ws, conn).new
 
 

@@ -16,8 +16,8 @@ import time
 from pathlib import Path
 
 from annotation import server as ls_server
-from annotation.configs import CONFIGS
-from annotation.review import client, ensure_project, pull, push, translation_tasks
+from annotation.configs import config
+from annotation.review import client, ensure_project, predictions, pull, push, stage_tasks, task_data
 from builder.languages import registry
 from builder.records import concept_id
 from builder.workspace import schema as t
@@ -50,11 +50,10 @@ def synthetic(ws, n: int, compared: int) -> None:
 def naive_push(ws, conn, lang: str) -> int:
     """The naive client: a project, then one import request per task with its prediction inline."""
     ls = client(conn)
-    tasks = translation_tasks(ws, lang)
-    pid = ls.projects.create(title=f"naive push {lang}", label_config=CONFIGS["translation"](registry()[lang])).id
+    tasks = stage_tasks(ws, lang, "translation")
+    pid = ls.projects.create(title=f"naive push {lang}", label_config=config("translation", registry()[lang])).id
     for task in tasks:
-        ls.projects.import_tasks(id=pid, request=[{"data": task["data"], "predictions": [
-            {"model_version": task["model"], "result": task["prediction"]}]}])
+        ls.projects.import_tasks(id=pid, request=[{"data": task_data(task), "predictions": predictions("translation", task)}])
     return len(tasks)
 
 
@@ -78,10 +77,10 @@ def main() -> None:
             ls = client(conn)
             ls.projects.delete(id=ensure_project(ws, ls, conn, "translation", LANG))
             pid = ensure_project(ws, ls, conn, "translation", LANG)  # the pushed project is gone: a new one, remembered
-            tasks = translation_tasks(ws, LANG)
+            tasks = stage_tasks(ws, LANG, "translation")
             for i in range(0, N, 1000):
                 ls.projects.import_tasks(id=pid, request=[
-                    {"data": x["data"], "annotations": [{"result": [
+                    {"data": task_data(x), "annotations": [{"result": [
                         {"from_name": "decision", "to_name": "english", "type": "choices", "value": {"choices": ["accept"]}}]}]}
                     for x in tasks[i:i + 1000]])
             start = time.perf_counter()

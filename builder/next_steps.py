@@ -20,6 +20,7 @@ from builder import languages as languages_mod
 from builder import reviews
 from builder.flags import RUNS, Flag, Retries, list_flags
 from builder.generate import Rewrites, rewrites
+from builder.review_stages import stage_names, stages
 from builder.workspace import schema as t
 from builder.workspace.store import Workspace, default_dir
 
@@ -145,7 +146,7 @@ def next_steps(ws: Workspace, langs: Collection[str] | None = None) -> list[Step
         steps += own
         if not own and _generated(ws, lang):
             ready.append(lang)
-    if any(step.stage in reviews.REVIEW_STAGES and (step.stage, step.lang) in projects for step in steps):
+    if any(step.stage in stage_names() and (step.stage, step.lang) in projects for step in steps):
         steps.append(Step(lang="", stage="review", what="curators' decisions in Label Studio come into the workspace",
                           command=command(ws, "review", "pull")))
     if ready:
@@ -190,7 +191,8 @@ def _review_steps(ws: Workspace, reads: _Reads, projects: dict) -> list[Step]:
     push has nothing to send for it."""
     steps = []
     lang = reads.lang
-    for stage, adjudication in reviews.ADJUDICATION.items():
+    for record in stages():
+        stage, adjudication = record.names()
         row = projects.get((stage, lang))
         disputed = set(reviews.disagreements(ws, lang, stage)) if row and row.get("disagreements") else set()
         pending = (len(reads.proposed - reads.verified - set(reads.rejected_items) - disputed) if stage == "translation"

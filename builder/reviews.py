@@ -2,11 +2,13 @@
 
 Decisions arrive through every channel — `builder accept` (`accept`), a Label Studio pull (typed
 `Annotation` records that `annotation` parses from the export, `record_pull`), an adjudication (an
-annotation of a stage's adjudication stage, `ADJUDICATION`) — and verified words also from the seeds
+annotation of a stage's adjudication stage) — and verified words also from the seeds
 (`record_seed_words`). This module alone writes `reviews`, `verified_words`, `review_annotations`,
 `sentence_reviews`, `table_reviews` and `review_projects`; decisions on inflection tables go to
 `builder.m2c.lexicon.verify_fills`, the writer of `lexicon_forms`, and decisions on the judge's verdicts
-(stage "judge": is a negative a false negative?) to the judge's flags through `builder.flags`.
+(stage "judge": is a negative a false negative?) to the judge's flags through `builder.flags`. What differs between
+stages — their decisions, what a decision is made on, what a settled one does — is each stage's record
+(`builder.review_stages`); this module reads it and keeps no table of its own per stage.
 
 The rules it keeps, at every stage (translations, sentence pairs, inflection tables, the judge's verdicts):
 - an annotation stays on what it was made on: the proposal (translations), the version of the pair
@@ -30,7 +32,7 @@ from datetime import datetime
 from typing import Literal
 
 from pydantic import field_validator, model_validator
-from sqlalchemy import distinct, func, select
+from sqlalchemy import select
 from sqlalchemy.engine import Connection
 
 from builder.agreement import Agreement
@@ -41,57 +43,24 @@ from builder.m2c import tables
 from builder.m2c.fills import Need
 from builder.m2c.lexicon import list_forms, verify_fills, withdraw_fills
 from builder.records import Record, VerifiedWord
+from builder.review_stages import EDIT_FIELD, base_stage, review_stage
 from builder.selection import utc, verified
 from builder.textdiff import edit_distance
 from builder.workspace import schema as t
 from builder.workspace.store import Workspace, collector_paused, now, upsert_replace
 
 __all__ = [
-    "ADJUDICATION", "JUDGE_DECISIONS", "REVIEW_STAGES", "SENTENCE_DECISIONS", "TRANSLATION_DECISIONS",
-    "AcceptSummary", "Annotation", "DecisionLineage", "FormsEdit", "PullSummary", "RecordedByUrl", "ReviewProject", "SentenceEdit",
+    "AcceptSummary", "Annotation", "DecisionLineage", "FormsEdit", "Opinion", "PullSummary", "ReviewProject", "SentenceEdit",
     "SentenceReview", "StageAgreement", "TranslationEdit",
-    "accept", "adopt_server", "base_stage", "curators", "current_pairs", "current_tables", "decisions", "disagreements",
-    "judge_decisions", "judge_pending", "latest_proposals", "leaves_text", "opinions", "record_pull", "record_seed_words",
-    "recorded_by_url", "rejected_items", "rejected_pairs", "remember_project", "review_project", "review_projects",
-    "review_status", "sentence_decisions", "sentence_lineage", "stage_agreement",
+    "accept", "curators", "current_pairs", "current_tables", "decide_judgements", "decide_tables",
+    "decide_translations", "disagreements", "judge_decisions", "judge_pending", "latest_proposals", "opinions",
+    "record_pull", "record_seed_words", "rejected_items", "rejected_pairs", "remember_project",
+    "review_project", "review_projects", "review_status", "sentence_decisions", "sentence_lineage", "settle_pair_flags",
+    "settled", "stage_agreement",
 ]
 
-ReviewStage = Literal["translation", "adjudication", "sentences", "adjudicate-pairs", "inflections", "adjudicate-forms",
-                      "judge", "adjudicate-judge"]
-# Each reviewed stage and the stage whose adjudicator settles its curators' disagreements (stage names fit
-# the 16 characters of the `stage` columns).
-ADJUDICATION: dict[str, str] = {"translation": "adjudication", "sentences": "adjudicate-pairs",
-                                "inflections": "adjudicate-forms", "judge": "adjudicate-judge"}
-REVIEW_STAGES: tuple[str, ...] = tuple(s for stage, adjudication in ADJUDICATION.items() for s in (stage, adjudication))
-TRANSLATION_DECISIONS: tuple[str, ...] = ("accept", "corrected", "reject", "ambiguous")
-SENTENCE_DECISIONS: tuple[str, ...] = ("accept", "fix", "reject")  # sentence pairs and inflection tables
-JUDGE_DECISIONS: tuple[str, ...] = ("false negative", "keep")  # the judge's verdict that a negative may have the property
-_DECISIONS = {"translation": TRANSLATION_DECISIONS, "sentences": SENTENCE_DECISIONS, "inflections": SENTENCE_DECISIONS,
-              "judge": JUDGE_DECISIONS}
-# What an annotation carries beside its decision; a judge task shows a pair's sentences, as a sentence task does.
-_PAYLOAD = {"translation": "translation", "sentences": "sentences", "inflections": "forms", "judge": "sentences"}
-# Decisions that leave a text (a word, two sentences, a table): curators who take one must leave the same text to
-# agree, and text agreement compares these texts.
-_TEXTUAL = {"translation": ("accept", "corrected"), "sentences": ("accept", "fix"), "inflections": ("accept", "fix"),
-            "judge": ()}
-_VERIFYING = _TEXTUAL["translation"]  # translation decisions that make a verified word
+_VERIFYING = ("accept", "corrected")  # translation decisions that make a verified word
 _WORD_STAGES = ("translate", "repropose")  # the LLM stages whose flags a verified word settles
-
-
-def base_stage(stage: str) -> str:
-    """The stage whose items `stage` decides: itself, or the stage an adjudication stage settles."""
-    return next((base for base, adjudication in ADJUDICATION.items() if stage in (base, adjudication)), stage)
-
-
-def decisions(stage: str) -> tuple[str, ...]:
-    """The decisions a stage's (or its adjudication's) curators choose from."""
-    return _DECISIONS[base_stage(stage)]
-
-
-def leaves_text(stage: str, decision: str | None) -> bool:
-    """Whether `decision` keeps a text of the curator's (the word, the two sentences, the table): a version of the
-    item that an adjudicator may take."""
-    return decision in _TEXTUAL[base_stage(stage)]
 
 
 # -- what comes in ------------------------------------------------------------------------------------
@@ -125,7 +94,7 @@ class FormsEdit(Record):
 class Annotation(Record):
     """One curator's annotation of one task, parsed from a Label Studio export."""
 
-    stage: ReviewStage
+    stage: str
     lang: str
     item_id: str  # concept or property id, pair id, or the lemma's need id
     annotation_id: int  # Label Studio's id, unique on its server
@@ -142,6 +111,12 @@ class Annotation(Record):
     sentences: SentenceEdit | None = None  # stages sentences and judge, and their adjudications
     forms: FormsEdit | None = None  # stage inflections and its adjudication
 
+    @field_validator("stage")
+    @classmethod
+    def _registered(cls, v: str) -> str:
+        review_stage(v)  # an unknown stage is refused, naming the known ones
+        return v
+
     @field_validator("created_at", "updated_at")
     @classmethod
     def _aware(cls, v: datetime) -> datetime:
@@ -151,24 +126,31 @@ class Annotation(Record):
     def _fits_its_stage(self) -> Annotation:
         where = f"annotation {self.annotation_id} ({self.stage} {self.lang}, server {self.server})"
         given = [name for name in ("translation", "sentences", "forms") if getattr(self, name) is not None]
-        payload = _PAYLOAD[base_stage(self.stage)]
+        stage = review_stage(self.stage)
+        payload = EDIT_FIELD[stage.made_on]
         if given != [payload]:
             raise ValueError(f"{where}: carries {given or 'nothing'}; a {self.stage} annotation carries {payload!r}")
         if self.cancelled and self.decision is not None:
             raise ValueError(f"{where}: a skipped annotation has no decision")
-        if self.decision is not None and self.decision not in decisions(self.stage):
-            raise ValueError(f"{where}: decision {self.decision!r} is not one of {', '.join(decisions(self.stage))}")
+        if self.decision is not None and self.decision not in stage.decisions:
+            raise ValueError(f"{where}: decision {self.decision!r} is not one of {', '.join(stage.decisions)}")
         return self
 
 
 class ReviewProject(Record):
     """The Label Studio project that serves a stage in a language."""
 
-    stage: ReviewStage
+    stage: str
     lang: str
     project_id: int
     title: str
     server: str  # the server's identity, as on `Annotation`
+
+    @field_validator("stage")
+    @classmethod
+    def _registered(cls, v: str) -> str:
+        review_stage(v)
+        return v
 
 
 class SentenceReview(Record):
@@ -234,47 +216,6 @@ def remember_project(ws: Workspace, project: ReviewProject) -> None:
     different servers may remember theirs at once)."""
     with ws.transaction() as c:
         upsert_replace(c, t.review_projects, [project.model_dump()])
-
-
-class RecordedByUrl(Record):
-    """What the workspace recorded under a server known only by its URL (rows from before server
-    identities): enough for a server to recognise them as its own."""
-
-    server: str  # `SERVER_BY_URL` + the URL
-    projects: list[ReviewProject]
-    annotation: tuple[int, int] | None  # (annotation id, task id) of the latest annotation recorded under it
-
-
-def recorded_by_url(ws: Workspace) -> list[RecordedByUrl]:
-    """Every server identity that is only a URL and still holds projects or annotations."""
-    p, ra = t.review_projects, t.review_annotations
-    by_url = t.SERVER_BY_URL + "%"
-    servers = {r["server"] for r in ws.rows(select(p.c.server).where(p.c.server.like(by_url)).distinct())}
-    servers |= {r["server"] for r in ws.rows(select(ra.c.server).where(ra.c.server.like(by_url)).distinct())}
-    out = []
-    for server in sorted(servers):
-        latest = ws.rows(select(ra.c.annotation_id, ra.c.task_id).where(ra.c.server == server, ra.c.withdrawn_at.is_(None))
-                         .order_by(ra.c.updated_at.desc()).limit(1))
-        out.append(RecordedByUrl(server=server, projects=review_projects(ws, server),
-                                 annotation=(latest[0]["annotation_id"], latest[0]["task_id"]) if latest else None))
-    return out
-
-
-def adopt_server(ws: Workspace, old: str, server: str) -> None:
-    """The projects and annotations recorded under identity `old` are the server `server`'s: re-key them.
-
-    A workspace that pulled from one server under two URLs holds an annotation twice; the revision
-    updated last stays (the one already under `server` when both are as recent)."""
-    ra, sr, tr = t.review_annotations, t.sentence_reviews, t.table_reviews
-    with ws.transaction() as c:
-        have = {aid: utc(at) for aid, at in c.execute(select(ra.c.annotation_id, ra.c.updated_at).where(ra.c.server == server))}
-        for aid, at in c.execute(select(ra.c.annotation_id, ra.c.updated_at).where(ra.c.server == old)).all():
-            if aid in have:
-                loser = server if utc(at) > have[aid] else old
-                for table in (ra, sr, tr):
-                    c.execute(table.delete().where(table.c.annotation_id == aid, table.c.server == loser))
-        for table in (ra, sr, tr, t.review_projects):
-            c.execute(table.update().where(table.c.server == old).values(server=server))
 
 
 # -- translations ---------------------------------------------------------------------------------------
@@ -356,7 +297,8 @@ def _made_on(ws: Workspace, stage: str, lang: str, items: Iterable[str] | None =
     """The decided annotations of `stage` and of its adjudication in `lang` (on `items` only, when given), each
     with `made_on` (the proposal or the version it was made on), and item -> what the item's current version is."""
     ra = t.review_annotations
-    where = (ra.c.lang == lang, ra.c.stage.in_((stage, ADJUDICATION[stage])), ra.c.cancelled.is_(False),
+    made_on = review_stage(stage).made_on
+    where = (ra.c.lang == lang, ra.c.stage.in_(review_stage(stage).names()), ra.c.cancelled.is_(False),
              ra.c.decision.is_not(None), ra.c.withdrawn_at.is_(None))
 
     def read(stmt) -> list[dict]:
@@ -364,10 +306,10 @@ def _made_on(ws: Workspace, stage: str, lang: str, items: Iterable[str] | None =
             return ws.rows(stmt.where(*where))
         return [r for ids in _chunks(sorted(items)) for r in ws.rows(stmt.where(*where, ra.c.item_id.in_(ids)))]
 
-    if stage == "translation":
+    if made_on == "proposal":
         rows = read(select(ra, ra.c.proposal_id.label("made_on")))
         return rows, {item: p["id"] for item, p in latest_proposals(ws, lang).items()}
-    if stage == "inflections":
+    if made_on == "table":
         tr = t.table_reviews
         rows = read(select(ra, tr.c.version.label("made_on"), tr.c.lemma)
                     .join(tr, (tr.c.annotation_id == ra.c.annotation_id) & (tr.c.server == ra.c.server)))
@@ -379,57 +321,87 @@ def _made_on(ws: Workspace, stage: str, lang: str, items: Iterable[str] | None =
     return rows, pair_versions(ws, lang)
 
 
-def _latest_opinions(rows: list[dict]) -> dict[str, list[dict]]:
+class Opinion(Record):
+    """One curator's (or adjudicator's) latest decided annotation on an item's current version: what agreement,
+    settling and adjudication read."""
+
+    stage: str
+    item_id: str
+    reviewer: str
+    decision: str
+    final_text: str | None  # the text the annotation leaves (the word, the two sentences, the table)
+    comment: str
+    made_on: int | str  # the proposal, or the version of the pair or table, it was made on
+    updated_at: datetime
+    server: str
+    annotation_id: int
+    task_id: int
+    proposal_id: int | None = None  # a translation's
+    acceptable: str | None = None  # a pair's sentences as the curator left them
+    unacceptable: str | None = None
+
+
+_OPINION = tuple(Opinion.model_fields)
+
+
+def _latest_opinions(rows: list[dict]) -> dict[str, list[Opinion]]:
     """item -> each curator's latest annotation among `rows`."""
     per: dict[str, dict[str, dict]] = {}
-    for a in sorted(rows, key=lambda r: r["updated_at"]):
-        per.setdefault(a["item_id"], {})[a["reviewer"]] = a  # a curator's latest revision wins
-    return {item: list(by.values()) for item, by in per.items()}
+    for r in sorted(rows, key=lambda r: r["updated_at"]):
+        per.setdefault(r["item_id"], {})[r["reviewer"]] = r  # a curator's latest revision wins
+    return {item: [Opinion(**{k: r[k] for k in _OPINION if k in r}) for r in by.values()] for item, by in per.items()}
 
 
 def opinions(ws: Workspace, lang: str, stage: str = "translation", items: Iterable[str] | None = None,
-             ) -> tuple[dict[str, list[dict]], dict[str, list[dict]]]:
+             ) -> tuple[dict[str, list[Opinion]], dict[str, list[Opinion]]]:
     """(curators, adjudicators) of a stage in `lang` (of `items` only, when given): item -> each one's latest
     decided annotation on the item's current version."""
     with collector_paused():
         rows, current = _made_on(ws, stage, lang, items)
         on_current = [r for r in rows if current.get(r["item_id"]) == r["made_on"]]
         return (_latest_opinions([r for r in on_current if r["stage"] == stage]),
-                _latest_opinions([r for r in on_current if r["stage"] == ADJUDICATION[stage]]))
+                _latest_opinions([r for r in on_current if r["stage"] == review_stage(stage).adjudication]))
 
 
 def _key(stage: str):
     """What curators of `stage` must share to agree: the decision, and the text where the decision leaves one."""
-    textual = _TEXTUAL[stage]
-    return lambda a: (a["decision"], a["final_text"] if a["decision"] in textual else "")
+    textual = review_stage(stage).textual
+    return lambda a: (a.decision, a.final_text if a.decision in textual else "")
 
 
-def _agree(anns: list[dict], key) -> bool:
+def _agree(anns: list[Opinion], key) -> bool:
     return len({key(a) for a in anns}) == 1
 
 
-def _settle(stage: str, ops: dict[str, list[dict]], adjudicated: dict[str, list[dict]]) -> dict[str, tuple[dict, str]]:
+def _settle(stage: str, ops: dict[str, list[Opinion]], adjudicated: dict[str, list[Opinion]]) -> dict[str, tuple[Opinion, str]]:
     """item -> the annotation that decides it and who decided: the curators when they agree, else the adjudicator."""
     key = _key(stage)
-    out = {item: (anns[-1], ", ".join(sorted(a["reviewer"] for a in anns))) for item, anns in ops.items() if _agree(anns, key)}
-    out |= {item: (anns[-1], f"{anns[-1]['reviewer']} (adjudicated)") for item, anns in adjudicated.items()}
+    out = {item: (anns[-1], ", ".join(sorted(a.reviewer for a in anns))) for item, anns in ops.items() if _agree(anns, key)}
+    out |= {item: (anns[-1], f"{anns[-1].reviewer} (adjudicated)") for item, anns in adjudicated.items()}
     return out
 
 
-def _open(stage: str, ops: dict[str, list[dict]], adjudicated: dict[str, list[dict]]) -> dict[str, list[dict]]:
+def _open(stage: str, ops: dict[str, list[Opinion]], adjudicated: dict[str, list[Opinion]]) -> dict[str, list[Opinion]]:
     key = _key(stage)
     return {item: anns for item, anns in ops.items() if not _agree(anns, key) and item not in adjudicated}
 
 
-def disagreements(ws: Workspace, lang: str, stage: str = "translation") -> dict[str, list[dict]]:
+def settled(ws: Workspace, lang: str, stage: str) -> tuple[dict[str, tuple[Opinion, str]], dict[str, list[Opinion]]]:
+    """(decided, disputed) in a stage in `lang`: item -> the annotation that decides it and who decided (`_settle`);
+    item -> its curators' annotations, while they disagree and no one has adjudicated."""
+    ops, adjudicated = opinions(ws, lang, stage)
+    return _settle(stage, ops, adjudicated), _open(stage, ops, adjudicated)
+
+
+def disagreements(ws: Workspace, lang: str, stage: str = "translation") -> dict[str, list[Opinion]]:
     """Items of `stage` whose curators disagree and that no one has adjudicated yet: item -> the curators' annotations."""
     return _open(stage, *opinions(ws, lang, stage))
 
 
-def _agreement(stage: str, ops: dict[str, list[dict]], adjudicated: dict[str, list[dict]]) -> StageAgreement:
-    textual = _TEXTUAL[stage]
-    measured = measure_agreement({i: [a["decision"] for a in v] for i, v in ops.items()},
-                                 {i: [a["final_text"] for a in v if a["decision"] in textual] for i, v in ops.items()})
+def _agreement(stage: str, ops: dict[str, list[Opinion]], adjudicated: dict[str, list[Opinion]]) -> StageAgreement:
+    textual = review_stage(stage).textual
+    measured = measure_agreement({i: [a.decision for a in v] for i, v in ops.items()},
+                                 {i: [a.final_text for a in v if a.decision in textual] for i, v in ops.items()})
     return StageAgreement(stage=stage, agreement=measured, disagreements=len(_open(stage, ops, adjudicated)),
                           adjudicated=len(adjudicated))
 
@@ -445,15 +417,16 @@ def stage_agreement(ws: Workspace, lang: str, stage: str = "translation") -> Sta
 # -- translations: decided -------------------------------------------------------------------------------------
 
 
-def _decide_translations(ws: Workspace, lang: str, decided: dict[str, tuple[dict, str]], summary: PullSummary) -> None:
-    """Turn the settled decisions (`decided`, from `_settle`) on each item's latest proposal into reviews and
-    verified words, and take back what no decision holds any more.
+def decide_translations(ws: Workspace, lang: str, items: set[str], summary: PullSummary) -> set[str]:
+    """Stage translation's `decide`: turn the settled decisions on each item's latest proposal into reviews and
+    verified words, and take back what no decision holds any more. Returns the disputed items.
 
     One review per proposal from Label Studio, updated as decisions change, and removed while no decision
     holds on the latest proposal (its annotations stay). A word verified in Label Studio is withdrawn when
     its item's decision stops verifying it: a curator disagrees (it waits for the adjudicator), a decision
     becomes a rejection, or the annotations that verified it were deleted. A verified word from a seed or
     the source is never replaced by a review; one accepted with `builder accept` is never withdrawn by one."""
+    decided, disputed = settled(ws, lang, "translation")
     latest = latest_proposals(ws, lang)
     words = verified(ws, lang)
     rv, pr = t.reviews, t.proposals
@@ -464,18 +437,18 @@ def _decide_translations(ws: Workspace, lang: str, decided: dict[str, tuple[dict
     ts = now()
     with ws.transaction() as c:
         for item_id, (a, reviewer) in decided.items():
-            summary.by_decision[a["decision"]] = summary.by_decision.get(a["decision"], 0) + 1
-            review_id = _write_review(c, dict(proposal_id=a["proposal_id"], decision=a["decision"], final_text=a["final_text"],
-                                              reviewer=reviewer, comment=a["comment"], channel="label-studio",
-                                              created_at=a["updated_at"]), reviewed.get(a["proposal_id"]))
-            if a["decision"] not in _VERIFYING:
+            summary.by_decision[a.decision] = summary.by_decision.get(a.decision, 0) + 1
+            review_id = _write_review(c, dict(proposal_id=a.proposal_id, decision=a.decision, final_text=a.final_text,
+                                              reviewer=reviewer, comment=a.comment, channel="label-studio",
+                                              created_at=a.updated_at), reviewed.get(a.proposal_id))
+            if a.decision not in _VERIFYING:
                 summary.rejected += 1
                 continue
             old = words.get(item_id)
             if old and old["origin"] != "review":
                 continue
-            word = VerifiedWord(item_id=item_id, kind=latest[item_id]["kind"], lang=lang, text=a["final_text"],
-                                origin="review", reviewer=reviewer, proposal_id=a["proposal_id"], review_id=review_id)
+            word = VerifiedWord(item_id=item_id, kind=latest[item_id]["kind"], lang=lang, text=a.final_text,
+                                origin="review", reviewer=reviewer, proposal_id=a.proposal_id, review_id=review_id)
             if old is None:
                 _write_word(c, word, ts, replace=False)
                 summary.verified += 1
@@ -484,12 +457,13 @@ def _decide_translations(ws: Workspace, lang: str, decided: dict[str, tuple[dict
         vw = t.verified_words
         for item_id, old in words.items():
             if (old["review_id"] in from_label_studio and item_id in latest and old["proposal_id"] == latest[item_id]["id"]
-                    and (item_id not in decided or decided[item_id][0]["decision"] not in _VERIFYING)):
+                    and (item_id not in decided or decided[item_id][0].decision not in _VERIFYING)):
                 c.execute(vw.delete().where(vw.c.item_id == item_id, vw.c.lang == lang))
                 summary.withdrawn += 1
         undecided = [p["id"] for item_id, p in latest.items() if p["id"] in reviewed and item_id not in decided]
         for ids in _chunks(undecided):
             c.execute(rv.delete().where(rv.c.proposal_id.in_(ids), rv.c.channel == "label-studio"))
+    return set(disputed)
 
 
 def rejected_items(ws: Workspace, lang: str) -> dict[str, dict]:
@@ -500,7 +474,7 @@ def rejected_items(ws: Workspace, lang: str) -> dict[str, dict]:
     done = verified(ws, lang)
     settled = _settle("translation", *opinions(ws, lang, "translation"))
     by_proposal = {latest[item]["id"]: item for item, (a, _) in settled.items()
-                   if a["decision"] in ("reject", "ambiguous") and item in latest and item not in done}
+                   if a.decision in ("reject", "ambiguous") and item in latest and item not in done}
     out = {}
     for r in ws.rows(select(t.reviews).where(t.reviews.c.channel == "label-studio",
                                              t.reviews.c.decision.in_(("reject", "ambiguous")))):
@@ -539,15 +513,15 @@ def sentence_decisions(ws: Workspace, lang: str) -> dict[str, SentenceReview]:
 
 
 def judge_decisions(ws: Workspace, lang: str) -> dict[str, SentenceReview]:
-    """pair id -> the decision on the judge's verdict about the pair's current sentences (`JUDGE_DECISIONS`),
+    """pair id -> the decision on the judge's verdict about the pair's current sentences (false negative, keep),
     settled as sentence decisions are; regenerated sentences are judged, and reviewed, afresh."""
     return _pair_decisions(ws, lang, "judge")
 
 
 def _pair_decisions(ws: Workspace, lang: str, stage: str) -> dict[str, SentenceReview]:
-    return {pid: SentenceReview(pair_id=pid, lang=lang, decision=a["decision"], acceptable=a["acceptable"],
-                                unacceptable=a["unacceptable"], reviewer=who, comment=a["comment"],
-                                annotation_id=a["annotation_id"])
+    return {pid: SentenceReview(pair_id=pid, lang=lang, decision=a.decision, acceptable=a.acceptable,
+                                unacceptable=a.unacceptable, reviewer=who, comment=a.comment,
+                                annotation_id=a.annotation_id)
             for pid, (a, who) in _settle(stage, *opinions(ws, lang, stage)).items()}
 
 
@@ -563,8 +537,8 @@ class DecisionLineage(Record):
 
 def sentence_lineage(ws: Workspace, lang: str) -> dict[str, DecisionLineage]:
     """pair id -> the annotation behind its settled sentence decision (the one `sentence_decisions` gives)."""
-    return {pid: DecisionLineage(server=a["server"], annotation_id=a["annotation_id"], task_id=a["task_id"],
-                                 stage=a["stage"], decided_at=utc(a["updated_at"]))
+    return {pid: DecisionLineage(server=a.server, annotation_id=a.annotation_id, task_id=a.task_id,
+                                 stage=a.stage, decided_at=utc(a.updated_at))
             for pid, (a, _) in _settle("sentences", *opinions(ws, lang, "sentences")).items()}
 
 
@@ -579,7 +553,7 @@ def rejected_pairs(ws: Workspace, lang: str) -> dict[str, str]:
 def current_tables(ws: Workspace, lang: str) -> dict[str, dict]:
     """The lemma's item id -> its forms waiting for review: `lemma`, `forms` (lexicon rows), `draft` (the table as
     curators see it) and its `version`."""
-    by_lemma: dict[str, list[dict]] = {}
+    by_lemma: dict[str, list[Opinion]] = {}
     for r in list_forms(ws, lang, status="proposed"):
         by_lemma.setdefault(r["lemma"], []).append(r)
     out = {}
@@ -611,19 +585,22 @@ def _reopen_tables(ws: Workspace, lang: str, items: set[str]) -> dict[str, int]:
             if item in lemmas}
 
 
-def _decide_tables(ws: Workspace, lang: str, items: set[str], decided: dict[str, tuple[dict, str]],
-                   reopened: dict[str, int], counts: dict[str, int]) -> None:
-    """Apply the settled decision (`decided`, from `_settle`) on each of `items` through the lexicon, oldest first,
-    on the version of the table it was made on; forms `reopened` (`_reopen_tables`) that no decision takes again
-    count as withdrawn. A fixed table that cannot be read, or names a bundle that was not proposed, counts as invalid."""
+def decide_tables(ws: Workspace, lang: str, items: set[str], summary: PullSummary) -> set[str]:
+    """Stage inflections' `decide`: put each of `items` whose table was decided back to waiting (`_reopen_tables`),
+    then apply the settled decision on each through the lexicon, oldest first, on the version of the table it was
+    made on; forms reopened that no decision takes again count as withdrawn. A fixed table that cannot be read, or
+    names a bundle that was not proposed, counts as invalid."""
+    reopened = _reopen_tables(ws, lang, items)
+    decided, disputed = settled(ws, lang, "inflections")
+    counts = summary.forms
     waiting = current_tables(ws, lang)
     applied = set()
-    for item, (a, reviewer) in sorted(decided.items(), key=lambda kv: kv[1][0]["updated_at"]):
-        if item not in items or item not in waiting or a["made_on"] != waiting[item]["version"]:
+    for item, (a, reviewer) in sorted(decided.items(), key=lambda kv: kv[1][0].updated_at):
+        if item not in items or item not in waiting or a.made_on != waiting[item]["version"]:
             continue
         try:
-            s = verify_fills(ws, lang, waiting[item]["lemma"], reviewer=reviewer, decision=a["decision"], comment=a["comment"],
-                             forms=tables.parse_forms(a["final_text"]) if a["decision"] == "fix" else None)
+            s = verify_fills(ws, lang, waiting[item]["lemma"], reviewer=reviewer, decision=a.decision, comment=a.comment,
+                             forms=tables.parse_forms(a.final_text) if a.decision == "fix" else None)
         except ValueError:
             counts["invalid"] = counts.get("invalid", 0) + 1
             continue
@@ -633,6 +610,7 @@ def _decide_tables(ws: Workspace, lang: str, items: set[str], decided: dict[str,
     withdrawn = sum(n for item, n in reopened.items() if item not in applied)
     if withdrawn:
         counts["withdrawn"] = counts.get("withdrawn", 0) + withdrawn
+    return set(disputed)
 
 
 # -- recording a pull ---------------------------------------------------------------------------------------
@@ -702,30 +680,35 @@ def _store(c: Connection, server: str, pulled: list[tuple[Annotation, bool]], ve
             c.execute(table.insert(), rows)
 
 
-def _decide_judgements(ws: Workspace, lang: str, decided: dict[str, tuple[dict, str]], disputed: dict[str, list[dict]]) -> None:
-    """A settled decision (`decided`, from `_settle`) on the judge's verdict settles its flag: "keep" clears it;
+def decide_judgements(ws: Workspace, lang: str, items: set[str], summary: PullSummary) -> set[str]:
+    """Stage judge's `decide`: a settled decision on the judge's verdict settles its flag: "keep" clears it;
     "false negative" keeps it, now saying who confirmed it, until the negative is replaced in the seeds or the
     pair waived. A verdict its curators dispute is flagged until the adjudicator decides, whatever they said before."""
+    decided, disputed = settled(ws, lang, "judge")
     reasons = {pid: f"a curator ({who}) confirmed the negative has the property"
-                    + (f" ({a['comment']})" if a["comment"] else "") + "; replace it in the seeds, or waive the pair"
-               for pid, (a, who) in decided.items() if a["decision"] == "false negative"}
+                    + (f" ({a.comment})" if a.comment else "") + "; replace it in the seeds, or waive the pair"
+               for pid, (a, who) in decided.items() if a.decision == "false negative"}
     reasons |= {pid: "curators disagree whether the negative has the property ("
-                     + "; ".join(f"{a['reviewer']}: {a['decision']}" + (f" ({a['comment']})" if a["comment"] else "")
+                     + "; ".join(f"{a.reviewer}: {a.decision}" + (f" ({a.comment})" if a.comment else "")
                                  for a in anns)
-                     + f"): an adjudicator decides (builder review push --stage {ADJUDICATION['judge']} --lang {lang})"
+                     + f"): an adjudicator decides (builder review push --stage {review_stage('judge').adjudication} --lang {lang})"
                 for pid, anns in disputed.items()}
     flagged = {f.item_id: f.reason for f in list_flags(ws, stage="judge", langs=[lang])}
     with ws.transaction() as c:
-        clear_flags(c, "judge", lang, [pid for pid, (a, _) in decided.items() if a["decision"] == "keep" and pid in flagged])
+        clear_flags(c, "judge", lang, [pid for pid, (a, _) in decided.items() if a.decision == "keep" and pid in flagged])
         record_flags(c, "judge", lang, {pid: why for pid, why in reasons.items() if flagged.get(pid) != why})
+    return set(disputed)
 
 
-def _settle_pair_flags(ws: Workspace, lang: str, decided: dict[str, tuple[dict, str]]) -> None:
-    """Pairs a curator wrote or accepted no longer wait for the LLM: their `generate` and `regenerate` flags are settled."""
-    written = [pid for pid, (a, _) in decided.items() if a["decision"] in ("accept", "fix")]
+def settle_pair_flags(ws: Workspace, lang: str, items: set[str], summary: PullSummary) -> set[str]:
+    """Stage sentences' `decide`: pairs a curator wrote or accepted no longer wait for the LLM: their `generate` and
+    `regenerate` flags are settled."""
+    decided, disputed = settled(ws, lang, "sentences")
+    written = [pid for pid, (a, _) in decided.items() if a.decision in ("accept", "fix")]
     with ws.transaction() as c:
         for ids in _chunks(written):
             clear_flags(c, ("generate", "regenerate"), lang, ids)
+    return set(disputed)
 
 
 def judge_pending(ws: Workspace, lang: str) -> dict[str, str]:
@@ -793,22 +776,13 @@ def record_pull(ws: Workspace, server: str, annotations: Iterable[Annotation],
             c.execute(ra.update().where(ra.c.server == server, ra.c.annotation_id.in_(ids)).values(withdrawn_at=now()))
         summary.deleted = len(gone)
     projects = {(base_stage(p.stage), p.lang) for p in review_projects(ws, server)}
-    for stage, lang in sorted({(s, lang) for s, lang in projects if s in ("translation", "judge")} | set(touched)):
-        items = touched.get((stage, lang), set())
-        reopened = _reopen_tables(ws, lang, items) if stage == "inflections" else {}
-        ops, adjudicated = opinions(ws, lang, stage)
-        decided, disputed = _settle(stage, ops, adjudicated), _open(stage, ops, adjudicated)
-        if stage == "translation":
-            _decide_translations(ws, lang, decided, summary)
-        elif stage == "judge":
-            _decide_judgements(ws, lang, decided, disputed)
-        elif stage == "inflections":
-            _decide_tables(ws, lang, items, decided, reopened, summary.forms)
-        elif stage == "sentences":
-            _settle_pair_flags(ws, lang, decided)
-        arose = (items & set(disputed)) - disputed_before.get((stage, lang), set())
+    for name, lang in sorted({(s, lang) for s, lang in projects if review_stage(s).every_pull} | set(touched)):
+        stage = review_stage(name)
+        items = touched.get((name, lang), set())
+        disputed = stage.decide(ws, lang, items, summary) if stage.decide else set(settled(ws, lang, name)[1])
+        arose = (items & disputed) - disputed_before.get((name, lang), set())
         if arose:
-            summary.disagreements[(stage, lang)] = len(arose)
+            summary.disagreements[(name, lang)] = len(arose)
     return summary
 
 
@@ -841,29 +815,19 @@ def _counts(decided: Iterable[str], vocabulary: tuple[str, ...]) -> dict[str, in
     return {d: decided.count(d) for d in vocabulary}
 
 
-def _pending(ws: Workspace, stage: str, lang: str, settled: int) -> int:
-    """Items of a stage in `lang` that wait for a decision (`settled` of them are decided)."""
-    if stage == "judge":
-        return len(judge_pending(ws, lang))
-    if stage == "inflections":
-        return len(current_tables(ws, lang))  # a decided table leaves the waiting ones
-    items = (select(func.count(distinct(t.proposals.c.item_id))).where(t.proposals.c.lang == lang) if stage == "translation"
-             else select(func.count()).select_from(t.sentence_pairs).where(t.sentence_pairs.c.lang == lang))
-    return ws.scalar(items) - settled
-
-
 def _stage_status(ws: Workspace, stage: str, lang: str) -> dict:
     """A stage's row: pending items and decisions (an adjudication stage's: open disagreements and its
     decisions); a reviewed stage's also open disagreements, adjudicated items and agreement."""
-    base = base_stage(stage)
+    record = review_stage(stage)
+    base, vocabulary = record.name, tuple(record.decisions)
     ops, adjudicated = opinions(ws, lang, base)
     if stage != base:
         return {"pending": len(_open(base, ops, adjudicated)),
-                **_counts((anns[-1]["decision"] for anns in adjudicated.values()), _DECISIONS[base])}
+                **_counts((anns[-1].decision for anns in adjudicated.values()), vocabulary)}
     key = _key(base)
-    agreed = [anns[-1]["decision"] for item, anns in ops.items() if _agree(anns, key) and item not in adjudicated]
+    agreed = [anns[-1].decision for item, anns in ops.items() if _agree(anns, key) and item not in adjudicated]
     measured = _agreement(base, ops, adjudicated)
-    return {"pending": _pending(ws, base, lang, len(agreed) + len(adjudicated)), **_counts(agreed, _DECISIONS[base]),
+    return {"pending": record.pending(ws, lang, len(agreed) + len(adjudicated)), **_counts(agreed, vocabulary),
             "disagreements": measured.disagreements, "adjudicated": measured.adjudicated,
             "agreement": measured.agreement.model_dump()}
 

@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 
 from annotation import server as ls_server
 from annotation.autoreview import reviewer_account
-from annotation.review import client, push, stage_tasks
+from annotation.review import client, push, stage_tasks, task_data
 from builder.cli import app
 from builder.generate import generate, regenerate
 from builder.languages import registry
@@ -148,13 +148,13 @@ def test_a_push_cut_short_before_closing_the_old_task_loses_no_decision_on_the_n
     _builder("review", "pull")
     assert with_llm(ws, server, lambda c: repropose(ws, c, registry()["fr"], rejected_items(ws, "fr"))) == 1
     # The push imports the new revision's task and dies before it closes the old one: both are open.
-    (asked,) = [tk for tk in stage_tasks(ws, "fr", "translation") if tk["data"]["item_id"] == item]
+    (asked,) = [tk for tk in stage_tasks(ws, "fr", "translation") if tk.item_id == item]
     pid = review_project(ws, "translation", "fr", conn.server).project_id
-    (fresh,) = client(conn).projects.import_tasks(id=pid, request=[{"data": asked["data"]}], return_task_ids=True).task_ids
-    say(conn, client(conn).tasks.get(id=fresh), a, "english", "accept", translation=asked["data"]["draft"])
+    (fresh,) = client(conn).projects.import_tasks(id=pid, request=[{"data": task_data(asked)}], return_task_ids=True).task_ids
+    say(conn, client(conn).tasks.get(id=fresh), a, "english", "accept", translation=asked.data["draft"])
     _builder("review", "pull")
     word = verified(ws, "fr")[item]  # the decision on revision 2 counts for revision 2, not for the old task's
-    assert "revised" in word["text"] and word["proposal_id"] == asked["data"]["proposal_id"]
+    assert "revised" in word["text"] and word["proposal_id"] == asked.data["proposal_id"]
     assert push(ws, conn, "fr").created == 0  # verified: nothing more to ask
 
 

@@ -14,7 +14,8 @@ from builder.languages import registry
 from builder.m2c.fills import needs, propose_forms
 from builder.releases import load
 from builder.releases.publish import PublishRequest, publish
-from builder.reviews import ADJUDICATION, disagreements, review_status, sentence_decisions
+from builder.review_stages import review_stage
+from builder.reviews import disagreements, review_status, sentence_decisions
 from builder.selection import Scope
 from builder.workspace import schema as t
 
@@ -71,7 +72,7 @@ def test_three_curators_on_sentence_pairs(sample_ws, server, label_studio):
     released = {r["pair_id"] for r in load(ws.directory / "releases", "0.1.0", "de")}
     assert split_id not in released and {agree_id, fix_id} <= released
 
-    stage = ADJUDICATION["sentences"]
+    stage = review_stage("sentences").adjudication
     assert push(ws, conn, "de", stage=stage).created == 1 and push(ws, conn, "de", stage=stage).unchanged == 1
     (adj_task,) = _tasks(conn, ws, stage).values()
     assert adj_task.data["item_id"] == split_id and "cur-c@builder.local: reject" in adj_task.data["opinions"]
@@ -119,7 +120,7 @@ def test_three_curators_on_inflection_tables(ws, server, label_studio, tmp_path)
     assert agr["items"] == 3 and agr["observed"] == pytest.approx(6 / 9) and agr["alpha"] is not None
     assert agr["text_pairs"] == 7 and agr["exact_match"] == pytest.approx(6 / 7) and agr["chrf"] < 100
 
-    stage = ADJUDICATION["inflections"]
+    stage = review_stage("inflections").adjudication
     assert push(ws, conn, "de", stage=stage).created == 1
     (adj_task,) = _tasks(conn, ws, stage).values()
     assert adj_task.data["lemma"] == "Bett" and "cur-c@builder.local: reject" in adj_task.data["opinions"]

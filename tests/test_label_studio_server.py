@@ -5,7 +5,6 @@ import json
 import re
 import shutil
 import socket
-import sqlite3
 import subprocess
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -15,19 +14,18 @@ from conftest import settings_for
 from sqlalchemy import select
 
 from annotation import server as ls_server
-from annotation.configs import CONFIGS
-from annotation.instructions import STAGES, instructions
+from annotation.configs import config
+from annotation.instructions import instructions
 from annotation.review import client, ensure_project, pull, push, title
-from builder import reviews
 from builder.languages import declare, registry
 from builder.llm.cache import LLMCache
 from builder.llm.client import LLMClient
 from builder.paths import sample_dir
-from builder.reviews import decisions
+from builder.review_stages import review_stage, stage_names
 from builder.seeds import import_seeds
 from builder.translate import translate
 from builder.workspace import schema as t
-from builder.workspace.store import DB_FILE, init_workspace, open_workspace
+from builder.workspace.store import init_workspace, open_workspace
 
 QUIET = {"log": lambda *a: None}
 
@@ -110,43 +108,6 @@ def test_after_a_restart_on_another_port_pull_finds_every_annotation_and_push_du
     assert (given.url, given.server) == (again.url, external)
 
 
-def test_a_workspace_from_before_server_identities_finds_its_annotations_on_its_server(sample_ws, server, ls_dir):
-    """Schema 3 keyed rows by URL: after a restart the project was remembered under the new URL while an
-    annotation stayed under the old one. Each URL whose records the server holds becomes its identity."""
-    ws, conn = sample_ws, ls_server.connect(ls_dir)
-    _translate(ws, server, "hu")
-    n = push(ws, conn, "hu").created
-    pid = ws.rows(select(t.review_projects.c.project_id).where(t.review_projects.c.lang == "hu"))[0]["project_id"]
-    tasks = _tasks(conn, pid)
-    for item in sorted(tasks)[:2]:
-        _say(conn, tasks[item].id, "accept")
-    assert pull(ws, conn).new == 2
-    first = min(r["annotation_id"] for r in ws.rows(select(t.review_annotations)))
-    ws.close()
-    db = sqlite3.connect(ws.directory / DB_FILE)
-    with db:  # the workspace as schema 3 left it
-        for table in ("review_projects", "review_annotations", "sentence_reviews"):
-            db.execute(f"ALTER TABLE {table} RENAME COLUMN server TO url")
-        db.execute("ALTER TABLE review_annotations DROP COLUMN withdrawn_at")  # schema 9's
-        db.execute("UPDATE review_projects SET url = ?", (conn.url,))
-        db.execute("UPDATE review_annotations SET url = CASE annotation_id WHEN ? THEN ? ELSE ? END",
-                   (first, "http://127.0.0.1:9", conn.url))
-        db.execute("INSERT INTO review_annotations SELECT 987654, 'http://elsewhere:8080', stage, lang, item_id, proposal_id,"
-                   " 1, decision, final_text, comment, reviewer, cancelled, lead_time_s, edit_distance, created_at,"
-                   " updated_at FROM review_annotations WHERE annotation_id = ?", (first,))
-        db.execute("UPDATE meta SET value = '3' WHERE key = 'schema_version'")
-    db.close()
-
-    ws = open_workspace(ws.directory)
-    s = pull(ws, conn)
-    assert (s.new, s.updated, s.unchanged) == (0, 0, 2)
-    servers = {r["annotation_id"]: r["server"] for r in ws.rows(select(t.review_annotations))}
-    assert servers == {**{aid: conn.server for aid in servers if aid != 987654}, 987654: "url:http://elsewhere:8080"}
-    assert [p.server for p in reviews.review_projects(ws)] == [conn.server]
-    assert push(ws, conn, "hu").created == 0 and len(_tasks(conn, pid)) == n
-    ws.close()
-
-
 def test_a_copied_workspace_starts_its_own_server_and_leaves_the_originals_running(server, ls_dir, tmp_path):
     original = ls_server.connect(ls_dir)
     ws = init_workspace(ls_dir)
@@ -218,41 +179,42 @@ def _preceding(config: str, tag: str, name: str) -> ET.Element:
     raise AssertionError(f"no {tag} {name!r}")
 
 
-@pytest.mark.parametrize("stage", sorted(CONFIGS))
+@pytest.mark.parametrize("stage", sorted(stage_names()))
 def test_each_screen_names_the_decision_and_labels_the_comment(stage):
     lang = registry()["he"]
-    config = CONFIGS[stage](lang)
-    header = _preceding(config, "Choices", "decision")
+    screen = config(stage, lang)
+    header = _preceding(screen, "Choices", "decision")
     assert (header.tag, header.get("value")) == ("Header", "Decision")
-    choices = {c.get("value"): c.get("html") for c in ET.fromstring(config).iter("Choice")}
-    assert list(choices) == list(decisions(stage))
-    assert all(STAGES[stage].decisions[d] in label and d in label for d, label in choices.items())
-    label = _preceding(config, "TextArea", "comment")
+    choices = {c.get("value"): c.get("html") for c in ET.fromstring(screen).iter("Choice")}
+    meanings = review_stage(stage).decisions
+    assert list(choices) == list(meanings)
+    assert all(meanings[d] in label and d in label for d, label in choices.items())
+    label = _preceding(screen, "TextArea", "comment")
     assert label.tag == "Header" and label.get("value").startswith("Comment (")
     text = instructions(stage, lang)
     assert "Hebrew (he)" in text and "right to left" in text
-    assert all(meaning in text for meaning in STAGES[stage].decisions.values())
+    assert all(meaning in text for meaning in meanings.values())
 
 
 def test_the_curator_guide_says_what_each_decision_means_as_the_screens_do():
     guide = (Path(__file__).resolve().parent.parent / "docs" / "curators.md").read_text()
-    for stage, s in STAGES.items():
-        for decision, meaning in s.decisions.items():
+    for stage in stage_names():
+        for decision, meaning in review_stage(stage).decisions.items():
             assert f"**{decision}**: {meaning}" in guide, (stage, decision)
-        assert s.comment in guide, stage
+        assert review_stage(stage).instructions.comment in guide, stage
 
 
 def test_every_project_carries_its_instructions_and_gets_them_back_in_place(sample_ws, ls_dir):
     ws, conn = sample_ws, ls_server.connect(ls_dir)
     ls = client(conn)
-    pids = {stage: ensure_project(ws, ls, conn, stage, "ar") for stage in CONFIGS}
+    pids = {stage: ensure_project(ws, ls, conn, stage, "ar") for stage in stage_names()}
     for stage, pid in pids.items():
         project = ls.projects.get(id=pid)
         assert project.expert_instruction == instructions(stage, registry()["ar"]) and project.show_instruction
-        assert project.label_config == CONFIGS[stage](registry()["ar"])
+        assert project.label_config == config(stage, registry()["ar"])
     # A project made before instructions existed, with an annotation on it, is brought up to date in place.
     pid = pids["translation"]
-    old_config = CONFIGS["translation"](registry()["ar"]).replace('<Header size="5" value="Decision"/>', "")
+    old_config = config("translation", registry()["ar"]).replace('<Header size="5" value="Decision"/>', "")
     ls.projects.update(id=pid, expert_instruction="", show_instruction=False, label_config=old_config)
     data = {field: "—" for field in re.findall(r"\$(\w+)", old_config)}
     task = ls.projects.import_tasks(id=pid, request=[{"data": data}], return_task_ids=True).task_ids[0]
@@ -272,11 +234,11 @@ def test_a_language_whose_names_hold_markup_reaches_every_screen_and_title_as_wr
             family="Indo-European", script="Latn")
     lang = registry(ws)["sh"]
     ls = client(conn)
-    for stage in CONFIGS:
+    for stage in stage_names():
         project = ls.projects.get(id=ensure_project(ws, ls, conn, stage, "sh"))
         heading = ET.fromstring(project.label_config).find("Header").get("value")
         assert f"{name} (sh)" in heading, heading
-        assert project.label_config == CONFIGS[stage](lang)
+        assert project.label_config == config(stage, lang)
         assert project.title == title(stage, lang) and project.title.startswith(f"[{stage}:sh] {name}"[:50])
         assert project.expert_instruction == instructions(stage, lang)
         assert "Serbo-Croatian &amp; &quot;Bosnian&quot; &lt;sh&gt;" in project.expert_instruction

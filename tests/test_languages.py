@@ -8,10 +8,10 @@ import re
 import pytest
 from typer.testing import CliRunner
 
-from annotation.sentences import sentence_tasks
 from builder import languages
 from builder.cli import app
 from builder.records import concept_id
+from builder.review_stages.sentences import sentence_tasks
 from builder.scripts import foreign, outside_script
 from builder.selection import Scope
 from builder.workspace import schema as t
@@ -196,5 +196,5 @@ def test_the_english_sentences_a_language_needs_are_generated_with_it(sample_ws,
     assert summary.generated == {"en": n_pairs, "hi": n_pairs}
     # The curator's sentence task shows each Hindi pair beside its English pair.
     tasks = sentence_tasks(ws, "hi")
-    assert len(tasks) == n_pairs and all(tk["data"]["english"] != "—" for tk in tasks)
-    assert {tk["data"]["english"] for tk in tasks} >= {"A parrot has feathers. / A cat has feathers."}
+    assert len(tasks) == n_pairs and all(tk.data["english"] != "—" for tk in tasks)
+    assert {tk.data["english"] for tk in tasks} >= {"A parrot has feathers. / A cat has feathers."}

@@ -1,5 +1,5 @@
-"""A workspace made by an earlier builder opens in this one: its schema is brought up to date in place,
-and review rows keyed by a Label Studio URL wait, intact, for the server that holds them."""
+"""A workspace made by an earlier builder opens in this one: its schema is brought up to date in place; one from
+before Label Studio server identities (version 3), whose review rows only their server could re-key, is refused."""
 
 import sqlite3
 from datetime import datetime, timedelta
@@ -7,7 +7,6 @@ from datetime import datetime, timedelta
 import pytest
 from sqlalchemy import inspect, select
 
-from builder import reviews
 from builder.flags import list_flags, record_given_up
 from builder.workspace import schema as t
 from builder.workspace.store import DB_FILE, WorkspaceError, init_workspace, open_workspace
@@ -59,38 +58,38 @@ def _schema_3_workspace(directory, pair_id):
 
 
 @pytest.mark.parametrize("opening", [open_workspace, init_workspace])
-def test_a_schema_3_workspace_is_migrated_in_place_and_its_rows_wait_for_their_server(sample_ws, tmp_path, opening):
+def test_a_schema_3_workspace_is_refused_as_it_was(sample_ws, tmp_path, opening):
+    """Its review rows are keyed by URL, which only the server that answered there could re-key: it is refused,
+    saying what to do, and left as it was."""
     pair_id = sample_ws.rows(select(t.pairs.c.id).order_by(t.pairs.c.id).limit(1))[0]["id"]
     directory = tmp_path / "old"
     _schema_3_workspace(directory, pair_id)
+    with pytest.raises(WorkspaceError, match=r"old has schema version 3, which keyed review rows by Label Studio's URL; "
+                                             r"this builder migrates versions 4 to \d+: start a new workspace"):
+        opening(directory)
+    db = sqlite3.connect(directory / DB_FILE)
+    assert db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchall() == [("3",)]
+    assert db.execute("SELECT url FROM review_projects").fetchall() == [(AFTER,)]
+    assert len(db.execute("SELECT * FROM review_annotations").fetchall()) == 3
+    db.close()
+
+
+@pytest.mark.parametrize("opening", [open_workspace, init_workspace])
+def test_a_schema_7_workspace_is_migrated_in_place(tmp_path, opening):
+    directory = tmp_path / "old"
+    init_workspace(directory).close()
+    db = sqlite3.connect(directory / DB_FILE)
+    with db:  # as version 7 left it: before the indexes of version 8 and the column of version 10
+        db.executescript("DROP INDEX ix_sentence_pairs_lang; DROP INDEX ix_review_annotations_lang_stage;"
+                         "ALTER TABLE review_annotations DROP COLUMN withdrawn_at;"
+                         "UPDATE meta SET value = '7' WHERE key = 'schema_version'")
+    db.close()
     ws = opening(directory)
     assert ws.rows(select(t.meta.c.value).where(t.meta.c.key == "schema_version"))[0]["value"] == str(t.SCHEMA_VERSION)
-    for table in ("review_projects", "review_annotations", "sentence_reviews"):
-        columns = {c["name"] for c in inspect(ws.engine).get_columns(table)}
-        assert "server" in columns and "url" not in columns, table
+    assert "withdrawn_at" in {c["name"] for c in inspect(ws.engine).get_columns("review_annotations")}
     indexes = {(i["name"], tuple(i["column_names"])) for name in ("review_annotations", "sentence_pairs")
                for i in inspect(ws.engine).get_indexes(name)}
     assert {("ix_review_annotations_lang_stage", ("lang", "stage")), ("ix_sentence_pairs_lang", ("lang",))} <= indexes
-    keys = sorted((r["annotation_id"], r["server"]) for r in ws.rows(select(t.review_annotations)))
-    assert keys == [(1, f"url:{BEFORE}"), (1, f"url:{AFTER}"), (2, f"url:{BEFORE}")]
-    old = {r.server: r for r in reviews.recorded_by_url(ws)}
-    assert set(old) == {f"url:{BEFORE}", f"url:{AFTER}"}
-    assert [p.project_id for p in old[f"url:{AFTER}"].projects] == [7] and old[f"url:{BEFORE}"].projects == []
-    assert old[f"url:{BEFORE}"].annotation == (2, 102)  # the latest annotation recorded under that URL, on its task
-    ws.close()
-    ws = open_workspace(directory)  # opening again changes nothing
-    assert sorted(r["server"] for r in ws.rows(select(t.review_annotations))) == \
-        [f"url:{BEFORE}", f"url:{BEFORE}", f"url:{AFTER}"]
-
-    # The server that holds them gives them its identity; an annotation held twice stays once, as revised last.
-    server = "local:feedc0de"
-    for url in (BEFORE, AFTER):
-        reviews.adopt_server(ws, f"url:{url}", server)
-    rows = {r["annotation_id"]: r for r in ws.rows(select(t.review_annotations))}
-    assert {(aid, r["server"], r["decision"]) for aid, r in rows.items()} == {(1, server, "fix"), (2, server, "reject")}
-    assert {(r["annotation_id"], r["unacceptable"]) for r in ws.rows(select(t.sentence_reviews))} == {(1, "fixed b"), (2, "b")}
-    assert [(p.project_id, p.server) for p in reviews.review_projects(ws)] == [(7, server)]
-    assert reviews.recorded_by_url(ws) == []
     ws.close()
 
 

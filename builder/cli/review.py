@@ -33,6 +33,7 @@ from builder.cli.common import (
 from builder.languages import label, registry
 from builder.llm.config import LLMSettings
 from builder.next_steps import Step, command, next_steps, stage_steps
+from builder.review_stages import review_stage, stage_names
 
 review_app = typer.Typer(help="Expert review in Label Studio: serve, push, pull, re-propose, status.", no_args_is_help=True)
 
@@ -66,7 +67,7 @@ def review_stop(workspace: Path | None = WorkspaceOpt) -> None:
 
 @review_app.command("push")
 def review_push(
-    stage: str = typer.Option("translation", help=" | ".join(reviews.REVIEW_STAGES)),
+    stage: str = typer.Option("translation", help=" | ".join(stage_names())),
     lang: str = LangOpt,
     limit: int | None = typer.Option(None, help="At most this many tasks per language"),
     overlap: int = typer.Option(1, min=1, help="Curators per task for the overlapping share"),
@@ -106,7 +107,7 @@ def review_pull(workspace: Path | None = WorkspaceOpt) -> None:
     if s.forms:
         out.print("inflection forms: " + ", ".join(f"{k} {v}" for k, v in sorted(s.forms.items())))
     for (stage, lang), n in sorted(s.disagreements.items()):
-        push_them = command(ws, "review", "push", "--stage", reviews.ADJUDICATION[stage], "--lang", lang)
+        push_them = command(ws, "review", "push", "--stage", review_stage(stage).adjudication, "--lang", lang)
         out.print(f"{n} new disagreement{'s' if n != 1 else ''} in {stage} {lang}, held until adjudicated: "
                   f"`{push_them}` pushes {'them' if n != 1 else 'it'} to the adjudicators", markup=False, highlight=False)
     flag_scripts(ws)

@@ -31,9 +31,10 @@ from builder.llm.served import model_label
 from builder.records import NEGATIVE_TYPES
 from builder.releases.features import M2C_FEATURES, M2C_PREFIX, PAIR_FEATURES
 from builder.releases.waivers import waivers
+from builder.review_stages import review_stage
 from builder.reviews import (
-    ADJUDICATION,
     DecisionLineage,
+    Opinion,
     SentenceReview,
     disagreements,
     sentence_decisions,
@@ -179,7 +180,7 @@ def _names(i: int, item: str, col: dict[str, list], prop_ids, acc_ids, wp, wa, w
 
 def _config(lang, rows, pairs, concepts, props, words, stale, waived, script: tuple[bool, str],
             reviewed: dict[str, SentenceReview], lineage: dict[str, DecisionLineage],
-            disputed: dict[str, list[dict]]) -> ConfigRows:
+            disputed: dict[str, list[Opinion]]) -> ConfigRows:
     result = ConfigRows(lang, lang, {k: [] for k in PAIR_FEATURES})
     # A pair the LLM could not write is no row until a curator has decided on it (written it, or rejected it).
     result.unwritten = {r[0]: r[14] for r in rows if r[13] == "flagged" and r[0] not in reviewed and r[0] not in disputed}
@@ -211,8 +212,8 @@ def _config(lang, rows, pairs, concepts, props, words, stale, waived, script: tu
         "sentence_review": [None] * n,
     }
     index = {p: i for i, p in enumerate(pid)}
-    held = {i: f"curators disagree on the sentences ({'; '.join(a['reviewer'] + ': ' + a['decision'] for a in anns)}); "
-               f"an adjudicator decides them (`builder review push --stage {ADJUDICATION['sentences']} -l {lang}`)"
+    held = {i: f"curators disagree on the sentences ({'; '.join(a.reviewer + ': ' + a.decision for a in anns)}); "
+               f"an adjudicator decides them (`builder review push --stage {review_stage('sentences').adjudication} -l {lang}`)"
             for i, anns in ((index[p], anns) for p, anns in disputed.items() if p in index)}
     for p, review in reviewed.items():
         i = index.get(p)

@@ -24,9 +24,7 @@ SCHEMA_VERSION = 10  # 2: review projects and annotations (Label Studio); 3: sen
 # 7: table_reviews; 8: indexes on review_annotations (lang, stage) and sentence_pairs (lang); 9: flags.attempts;
 # 10: review_annotations.withdrawn_at (annotations deleted in Label Studio)
 
-# A review server's identity that is only its URL: rows recorded before identities (schema version 3
-# and older), and an external Label Studio that does not show its organization.
-SERVER_BY_URL = "url:"
+OLDEST_MIGRATED = 4  # older workspaces keyed review rows by Label Studio's URL: only their server could re-key them
 
 metadata = MetaData()
 

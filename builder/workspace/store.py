@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from filelock import FileLock
-from sqlalchemy import Connection, Engine, Result, Table, create_engine, event, func, inspect, literal, select, text
+from sqlalchemy import Connection, Engine, Result, Table, create_engine, event, func, inspect, select, text
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import make_url
@@ -177,7 +177,7 @@ def init_workspace(directory: Path | str | None = None, *, database_url: str | N
                 conn.execute(t.meta.insert().values(key="schema_version", value=str(t.SCHEMA_VERSION)))
                 conn.execute(t.meta.insert().values(key="created_at", value=now().isoformat()))
         if version is not None:
-            _bring_up_to_date(engine, int(version))
+            _bring_up_to_date(engine, int(version), directory)
     return Workspace(directory, engine)
 
 
@@ -199,37 +199,29 @@ def open_workspace(directory: Path | str | None = None) -> Workspace:
         with exclusive(engine, directory, SCHEMA_LOCK):  # another process may be migrating it: then it finds it done
             with engine.connect() as conn:
                 version = conn.execute(select(t.meta.c.value).where(t.meta.c.key == "schema_version")).scalar()
-            _bring_up_to_date(engine, int(version))
+            _bring_up_to_date(engine, int(version), directory)
     return Workspace(directory, engine)
 
 
-def _bring_up_to_date(engine: Engine, version: int) -> None:
+def _bring_up_to_date(engine: Engine, version: int, directory: Path) -> None:
     if version > t.SCHEMA_VERSION:
         raise WorkspaceError(
             f"workspace schema version {version} is newer than this builder ({t.SCHEMA_VERSION}); upgrade builder"
         )
+    if version < t.OLDEST_MIGRATED:
+        raise WorkspaceError(
+            f"workspace {directory} has schema version {version}, which keyed review rows by Label Studio's URL; this "
+            f"builder migrates versions {t.OLDEST_MIGRATED} to {t.SCHEMA_VERSION}: start a new workspace (`builder init`)")
     if version < t.SCHEMA_VERSION:
         _migrate(engine)
-
-
-_KEYED_BY_URL = ("review_projects", "review_annotations", "sentence_reviews")  # up to schema version 3
 
 
 def _migrate(engine: Engine) -> None:
     """Bring an older workspace to this schema in one transaction, then record the new version.
 
-    New tables are created, and new nullable columns and indexes added. Review rows that versions 2 and 3 keyed by
-    the Label Studio server's URL are re-keyed by the identity `SERVER_BY_URL + url`; the next push or pull that reaches the server
-    which holds them gives them that server's identity (`builder.reviews.adopt_server`), because only
-    the server can tell which of the URLs it answered on over time were its own.
+    New tables are created, and new nullable columns and indexes added.
     """
     with engine.begin() as conn:
-        columns = inspect(conn)
-        for name in _KEYED_BY_URL:
-            if columns.has_table(name) and "url" in {c["name"] for c in columns.get_columns(name)}:
-                conn.execute(text(f"ALTER TABLE {name} RENAME COLUMN url TO server"))
-                table = t.metadata.tables[name]
-                conn.execute(table.update().values(server=literal(t.SERVER_BY_URL) + table.c.server))
         t.metadata.create_all(conn)
         add_missing_columns(conn, t.metadata.sorted_tables)
         for index in (index for table in t.metadata.sorted_tables for index in table.indexes):
