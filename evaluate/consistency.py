@@ -27,7 +27,7 @@ from evaluate.decision_agreement import Decisions, agreement, consistency, label
 from evaluate.meta import ask
 from evaluate.meta import prompts as meta_prompts
 from evaluate.methods import ALL, ITEM_COLUMNS, Context, MethodOutput, Score, register
-from evaluate.page import Page, colour_bar, plt, table
+from evaluate.page import Page, heat_panel, plt, table
 from evaluate.protocols import Capability, TextGenerator, TextScorer
 
 SOURCE = "en"
@@ -120,14 +120,10 @@ def consistency_heatmaps(matrix: pd.DataFrame, page: Page) -> None:
     for ax, variant in zip(axes[0], variants):
         grid = (matrix[matrix["variant"] == variant].pivot(index="lang_a", columns="lang_b", values="value")
                 .reindex(index=langs, columns=langs).to_numpy(dtype=float))
-        image = ax.imshow(grid, vmin=0, vmax=1, cmap="viridis")
-        colour_bar(fig, image, ax, "agreement of decisions", 0.5)
+        heat_panel(fig, ax, grid, "agreement of decisions", 0.5, aspect="equal")
         ax.set_xticks(range(len(langs)), langs)
         ax.set_yticks(range(len(langs)), langs)
         ax.set_title(variant, fontsize=9)
-        for (i, j), v in np.ndenumerate(grid):
-            if not np.isnan(v):
-                ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=7, color="w" if v < 0.6 else "k")
     page.save(fig, matrix, "consistency_heatmaps",
               "Each panel, one source of decisions: the share of common items (pair ids) on which the row's and the column's "
               "language decide alike, coloured from 0 (dark) to 1 (yellow); 0.5, marked on the colour bar, is what two "

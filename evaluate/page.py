@@ -16,6 +16,7 @@ from functools import cached_property
 from pathlib import Path
 
 import matplotlib
+import numpy as np
 import pandas as pd
 
 from builder.files import atomic_write
@@ -31,7 +32,7 @@ UNKNOWN = "unknown"  # the typology of a language the results hold no declaratio
 EXCLUDED_FROM_TYPOLOGY = "en"
 OPEN_ANSWERS = ("m2c",)  # methods whose answer is free text: no chance level
 
-__all__ = ["EXCLUDED_FROM_TYPOLOGY", "TYPOLOGIES", "UNKNOWN", "Page", "chance", "colour_bar", "estimate", "joined", "model_label", "plt",
+__all__ = ["EXCLUDED_FROM_TYPOLOGY", "TYPOLOGIES", "UNKNOWN", "Page", "chance", "estimate", "heat_panel", "joined", "model_label", "plt",
            "release_label", "table", "text"]
 
 
@@ -85,8 +86,15 @@ def estimate(value: float, n: int) -> str:
     return f"{value:.3f} ({low:.2f}–{high:.2f}, n {n})"
 
 
-def colour_bar(fig, image, ax, label: str, level: float | None) -> None:
-    """The colour bar of a heatmap panel: the metric it shows and, marked in red, what chance scores."""
+def heat_panel(fig, ax, grid: np.ndarray, label: str, level: float | None, n: np.ndarray | None = None,
+               aspect: str = "auto") -> None:
+    """One heatmap panel as every report draws it: 0 (dark) to 1 (yellow), each cell's value (and its n), and a colour
+    bar naming the metric with chance marked in red."""
+    image = ax.imshow(grid, vmin=0, vmax=1, cmap="viridis", aspect=aspect)
+    for (i, j), v in np.ndenumerate(grid):
+        if not np.isnan(v):
+            ax.text(j, i, f"{v:.2f}" if n is None else f"{v:.2f}\nn {n[i, j]:.0f}", ha="center", va="center",
+                    fontsize=7 if n is None else 6, color="w" if v < 0.6 else "k")
     bar = fig.colorbar(image, ax=ax, fraction=0.05, pad=0.02)
     bar.set_label(label, fontsize=8)
     if level is not None:

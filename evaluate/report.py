@@ -34,8 +34,8 @@ from evaluate.page import (
     EXCLUDED_FROM_TYPOLOGY,
     Page,
     chance,
-    colour_bar,
-    estimate,
+        estimate,
+    heat_panel,
     joined,
     model_label,
     plt,
@@ -80,15 +80,11 @@ def fig2_heatmaps(head: pd.DataFrame, page: Page) -> None:
         mine = cells[cells["method"] == method]
         grid, n = (mine.pivot(index="negative_type", columns="lang", values=v).reindex(index=list(NEGATIVE_TYPES), columns=langs)
                    .to_numpy(dtype=float) for v in ("value", "n"))
-        image = ax.imshow(grid, vmin=0, vmax=1, cmap="viridis", aspect="auto")
         variant, metric = known[method].headline
-        colour_bar(fig, image, ax, f"{metric} ({variant})", chance(method, metric))
+        heat_panel(fig, ax, grid, f"{metric} ({variant})", chance(method, metric), n)
         ax.set_xticks(range(len(langs)), langs)
         ax.set_yticks(range(len(NEGATIVE_TYPES)), NEGATIVE_TYPES)
         ax.set_title(method)
-        for (i, j), v in np.ndenumerate(grid):
-            if not np.isnan(v):
-                ax.text(j, i, f"{v:.2f}\nn {n[i, j]:.0f}", ha="center", va="center", fontsize=6, color="w" if v < 0.6 else "k")
     page.save(fig, cells, "fig2_heatmaps",
               "Each method's headline (one panel each) per language (columns, grouped by typology) and negative type (rows), "
               "coloured from 0 (dark) to 1 (yellow); the colour bar names the metric and marks chance in red. Each cell "
