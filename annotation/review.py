@@ -30,6 +30,7 @@ from annotation.instructions import instructions
 from annotation.server import Connection
 from annotation.tasks import one_task_per_item, parse_annotation, revision, task_hash, textarea
 from builder import reviews
+from builder.inputs import without_refused
 from builder.languages import registry
 from builder.records import Language
 from builder.review_stages import EDIT_FIELD, ReviewStage, Task, Version, review_stage
@@ -240,15 +241,23 @@ def _push(ws: Workspace, ls: LabelStudio, conn: Connection, lang: str, stage: st
 # -- pulling -----------------------------------------------------------------------------------------
 
 
-def annotation_record(project: ReviewProject, task: dict, ann: dict, users: dict[int, str]) -> Annotation:
-    """One exported annotation of `task` as the typed record the review owner takes."""
-    fields = parse_annotation(ann)
+def annotation_record(project: ReviewProject, task: dict, ann: dict, users: dict[int, str],
+                      removed: list[str] | None = None) -> Annotation:
+    """One exported annotation of `task` as the typed record the review owner takes. What a curator typed is taken
+    less the control characters no text may hold (a paste can bring them); each removal is told in `removed`."""
+    reviewer = users.get(ann.get("completed_by"), str(ann.get("completed_by")))
+    fields = {}
+    for name, value in parse_annotation(ann).items():
+        fields[name], chars = without_refused(value)
+        if chars and removed is not None:
+            removed.append(f"{project.stage} {project.lang}, task {task['id']} ({reviewer}): {name} held "
+                           f"{', '.join(chars)}, removed")
     cancelled = bool(ann.get("was_cancelled"))
     stage = review_stage(project.stage)
     return Annotation(
         stage=project.stage, lang=project.lang, item_id=task["data"]["item_id"], annotation_id=ann["id"], server=project.server,
         task_id=task["id"], decision=None if cancelled else fields.get("decision"), comment=fields.get("comment", ""),
-        reviewer=users.get(ann.get("completed_by"), str(ann.get("completed_by"))), cancelled=cancelled,
+        reviewer=reviewer, cancelled=cancelled,
         lead_time_s=ann.get("lead_time"), created_at=ann["created_at"], updated_at=ann.get("updated_at") or ann["created_at"],
         **{EDIT_FIELD[stage.made_on]: stage.edit(task["data"], fields)},
     )
@@ -260,7 +269,10 @@ def pull(ws: Workspace, conn: Connection) -> PullSummary:
     ls = client(conn)
     users = {u.id: (u.email or u.username or str(u.id)) for u in ls.users.list()}
     projects = reviews.review_projects(ws, conn.server)
-    records = [annotation_record(project, task, ann, users)
+    removed: list[str] = []
+    records = [annotation_record(project, task, ann, users, removed)
                for project in projects
                for task, ann in one_task_per_item(ls.projects.exports.as_json(project.project_id))]
-    return reviews.record_pull(ws, conn.server, records, exported=[(p.stage, p.lang) for p in projects])
+    summary = reviews.record_pull(ws, conn.server, records, exported=[(p.stage, p.lang) for p in projects])
+    summary.removed = removed
+    return summary

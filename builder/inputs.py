@@ -66,6 +66,13 @@ def text_problem(value: str, *, name: bool = False, limit: int | None = None) ->
     return f"holds the invisible character {_shown(ch)} at character {at}: remove it{why}"
 
 
+def without_refused(value: str) -> tuple[str, list[str]]:
+    """`value` less the characters `text_problem` refuses in a text, and each one removed as shown to a user: for text
+    a person typed into another tool (a curator's comment or correction in Label Studio), which is taken, not refused."""
+    found = sorted(set(_refused(False).findall(value)))
+    return (_refused(False).sub("", value), [_shown(ch) for ch in found]) if found else (value, [])
+
+
 def checked(value: str, where: str, *, name: bool = False, limit: int | None = None) -> str:
     """`value`, or an `InputError` saying where it is and what is wrong with it."""
     problem = text_problem(value, name=name, limit=limit)

@@ -195,6 +195,7 @@ class PullSummary:
     forms: dict[str, int] = field(default_factory=dict)  # inflection forms verified, corrected, rejected, invalid, withdrawn
     # (stage, lang) -> items whose curators disagree since this pull (a new, changed or deleted annotation made them)
     disagreements: dict[tuple[str, str], int] = field(default_factory=dict)
+    removed: list[str] = field(default_factory=list)  # control characters taken out of what curators typed, where
 
 
 # -- projects -----------------------------------------------------------------------------------------

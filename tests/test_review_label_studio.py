@@ -10,10 +10,12 @@ import urllib.parse
 import pytest
 from conftest import settings_for
 from sqlalchemy import select
+from typer.testing import CliRunner
 
 from annotation import server as ls_server
 from annotation.autoreview import accept_open_tasks
 from annotation.review import client, pull, push
+from builder.cli import app
 from builder.generate import generate, regenerate
 from builder.languages import registry
 from builder.llm.cache import LLMCache
@@ -425,3 +427,32 @@ def test_scripted_curator_accepts_each_open_task_once_under_its_own_name(sample_
     drafts = {tk.data["item_id"]: tk.data["draft"] for tk in _tasks(conn, _project(ws, "he"))}
     assert len(words) == n and all(w["reviewer"] == "demo-curator@builder.local" for w in words)
     assert all(w["text"] == drafts[w["item_id"]] for w in words)
+
+
+def test_control_characters_a_curator_pastes_are_taken_out_and_told_at_pull(sample_ws, server, label_studio, monkeypatch):
+    """A correction or comment typed into Label Studio is the curator's: taken, less the characters no text may hold
+    (a paste from a terminal or a PDF brings them), each removal told on the pull with the task and the curator."""
+    ws = sample_ws
+    ws_dir, _ = label_studio
+    local = ls_server.connect(ws_dir)
+    monkeypatch.setenv("LABEL_STUDIO_URL", local.url)  # as a team's server is given: push and pull see one server
+    monkeypatch.setenv("LABEL_STUDIO_API_KEY", local.token)
+    conn = ls_server.connect(ws.directory)
+    _translate(ws, server, ["fr"])
+    push(ws, conn, "fr")
+    tasks = {tk.data["item_id"]: tk for tk in _tasks(conn, _project(ws, "fr"))}
+    fixed_id, rejected_id = sorted(tasks)[:2]
+    _annotate(conn, tasks[fixed_id].id, "corrected", text="grille-\x1b[0mpain\x07")
+    _annotate(conn, tasks[rejected_id].id, "reject", comment="wrong\x08 sense")
+    res = CliRunner().invoke(app, ["review", "pull", "-w", str(ws.directory)])
+    assert res.exit_code == 0, res.output
+    who = ls_server.ADMIN_USER
+    assert (f"translation fr, task {tasks[fixed_id].id} ({who}): translation held U+0007 (a control character), "
+            f"U+001B (a control character), removed") in res.output
+    assert f"translation fr, task {tasks[rejected_id].id} ({who}): comment held U+0008 (a control character), removed" in res.output
+    words = {r["item_id"]: r["text"] for r in ws.rows(select(t.verified_words).where(t.verified_words.c.lang == "fr"))}
+    assert words[fixed_id] == "grille-[0mpain"
+    ann = {r["item_id"]: r for r in ws.rows(select(t.review_annotations))}
+    assert ann[rejected_id]["comment"] == "wrong sense" and ann[rejected_id]["decision"] == "reject"
+    again = CliRunner().invoke(app, ["review", "pull", "-w", str(ws.directory)])
+    assert "0 new, 0 updated" in again.output  # taken once: the same annotation is not new on the next pull

@@ -104,6 +104,8 @@ def review_pull(workspace: Path | None = WorkspaceOpt) -> None:
     if s.withdrawn:
         out.print(f"{s.withdrawn} verified word{'s' if s.withdrawn != 1 else ''} withdrawn: the decision that verified "
                   f"{'them' if s.withdrawn != 1 else 'it'} no longer holds")
+    for note in s.removed:
+        err.print(note, markup=False, highlight=False)
     if s.forms:
         out.print("inflection forms: " + ", ".join(f"{k} {v}" for k, v in sorted(s.forms.items())))
     for (stage, lang), n in sorted(s.disagreements.items()):
