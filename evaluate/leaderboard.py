@@ -106,16 +106,17 @@ class Leaderboard(Record):
 
 
 def suite_entries(directory: Path) -> dict[str, Path]:
-    """A suite folder's entries: DIR/suite.json's `entries` (name -> results folder, relative to DIR), else every
-    subfolder holding results, by name; a results folder itself is one entry."""
+    """A suite folder's entries: those of DIR/suite.json (`evaluate.suite_run.write_suite_file`: each entry's name and
+    results folder, relative to DIR) that finished, else every subfolder holding results, by name; a results folder
+    itself is one entry."""
     directory = Path(directory)
     listed = directory / SUITE
     if listed.is_file():
         try:
             entries = json.loads(listed.read_text(encoding="utf-8"))["entries"]
-            return {str(name): directory / path for name, path in entries.items()}
+            return {str(e["name"]): directory / e["folder"] for e in entries if e.get("ok", True)}
         except (json.JSONDecodeError, KeyError, AttributeError, TypeError) as exc:
-            raise InputError(f"{listed}: expected {{\"entries\": {{name: results folder}}}} ({exc})") from exc
+            raise InputError(f"{listed}: expected {{\"entries\": [{{\"name\": …, \"folder\": …}}, …]}} ({exc})") from exc
     if (directory / SUMMARY).is_file():
         return {directory.name: directory}
     found = {p.name: p for p in sorted(directory.iterdir()) if (p / SUMMARY).is_file()} if directory.is_dir() else {}

@@ -44,7 +44,8 @@ def test_leaderboard_shows_every_model_s_heatmaps_gates_and_changes_as_chromium_
     assert res.exit_code == 0, res.output
     suite = tmp_path / "suite"
     suite.mkdir()
-    (suite / "suite.json").write_text(json.dumps({"entries": {"toy": str(toy), HOSTILE: str(eos_run)}}))
+    (suite / "suite.json").write_text(json.dumps({"entries": [{"name": "toy", "folder": str(toy), "ok": True},
+                                                              {"name": HOSTILE, "folder": str(eos_run), "ok": True}]}))
     # The previous release's run of "toy": a tenth of German's pairs absent, and 12 shared ones answered the other way.
     prev = Path(shutil.copytree(toy, tmp_path / "previous" / "toy", ignore=shutil.ignore_patterns("report*", "plots")))
     items = pd.read_parquet(prev / "results.parquet")
@@ -154,5 +155,6 @@ def test_suite_folders_are_read_from_suite_json_or_their_results_subfolders(eval
     (suite / "suite.json").write_text('{"models": []}')
     with pytest.raises(InputError, match=r"suite.json: expected \{\"entries\""):
         suite_entries(suite)
-    (suite / "suite.json").write_text('{"entries": {"first": "a"}}')
-    assert suite_entries(suite) == {"first": suite / "a"}
+    (suite / "suite.json").write_text('{"entries": [{"name": "first", "folder": "a", "ok": true}, '
+                                      '{"name": "failed", "folder": "b", "ok": false}]}')
+    assert suite_entries(suite) == {"first": suite / "a"}  # an entry that failed has no results to show
