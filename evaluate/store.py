@@ -216,8 +216,28 @@ def _offset(progress: ProgressFn | None, done: int, total: int) -> ProgressFn | 
     return None if progress is None else (lambda d, _t: progress(done + d, total))
 
 
+class _Configured:
+    """What a stored scorer or generator shares: its configuration's key, recorded in the store with what it stands
+    for (`described`) on first use."""
+
+    store: ScoreStore
+
+    @property
+    def described(self) -> dict:
+        raise NotImplementedError
+
+    @cached_property
+    def config(self) -> str:
+        self.store.describe(self.config_key, self.described)
+        return self.config_key
+
+    @property
+    def config_key(self) -> str:
+        return digest(self.described)
+
+
 @dataclass
-class StoredScorer:
+class StoredScorer(_Configured):
     """A `TextScorer` that takes what the store holds and has `inner` score the rest."""
 
     inner: TextScorer
@@ -232,16 +252,6 @@ class StoredScorer:
     @cached_property
     def described(self) -> dict:
         return {"what": "score", "model": self.model, "setup": self.setup.model_dump(mode="json"), "version": SCORER_VERSION}
-
-    @cached_property
-    def config(self) -> str:
-        """The configuration's key, recorded in the store with what it stands for (on first use)."""
-        self.store.describe(self.config_key, self.described)
-        return self.config_key
-
-    @property
-    def config_key(self) -> str:
-        return digest(self.described)
 
     def keys(self, requests: Sequence[tuple[str, str]]) -> dict[tuple[str, str], str]:
         return {r: text_key(*r) for r in dict.fromkeys(requests)}
@@ -263,7 +273,7 @@ class StoredScorer:
 
 
 @dataclass
-class StoredGenerator:
+class StoredGenerator(_Configured):
     """A `TextGenerator` whose greedy replies come from the store where it holds them; sampled ones are generated."""
 
     inner: TextGenerator
@@ -276,15 +286,6 @@ class StoredGenerator:
     def described(self) -> dict:
         return {"what": "greedy reply", "model": self.model, "prompt_format": self.prompt_format,
                 "version": GENERATOR_VERSION}
-
-    @cached_property
-    def config(self) -> str:
-        self.store.describe(self.config_key, self.described)
-        return self.config_key
-
-    @property
-    def config_key(self) -> str:
-        return digest(self.described)
 
     def generate(self, prompts, *, max_new_tokens, stage, lang=None, temperature=None, seed=None, progress=None):
         if temperature:

@@ -36,18 +36,24 @@ def pytest_generate_tests(metafunc):
         metafunc.parametrize("database", DATABASES, indirect=True)
 
 
+def started(start, unavailable: type[Exception], what: str, required: str):
+    """`start()`'s server, or the test skipped where `unavailable` says it cannot run here, unless the variable
+    `required` says `required` (CI sets it), where that fails the test."""
+    try:
+        return start()
+    except unavailable as exc:
+        if os.environ.get(required) == "required":
+            raise
+        pytest.skip(f"{what} tests: {exc}")
+
+
 @pytest.fixture(scope="session")
 def postgres():
     """A PostgreSQL server for the session, its password in `PGPASSWORD` as a user would give it.
 
     Skipped where PostgreSQL or psycopg is missing, unless BUILDER_TEST_POSTGRESQL=required (CI sets it).
     """
-    try:
-        server = PostgresServer.start()
-    except PostgresUnavailable as exc:
-        if os.environ.get("BUILDER_TEST_POSTGRESQL") == "required":
-            raise
-        pytest.skip(f"PostgreSQL tests: {exc}")
+    server = started(PostgresServer.start, PostgresUnavailable, "PostgreSQL", "BUILDER_TEST_POSTGRESQL")
     os.environ["PGPASSWORD"] = server.password
     yield server
     os.environ.pop("PGPASSWORD", None)
@@ -61,12 +67,7 @@ def slurm():
     Skipped where Slurm or munge is missing, unless BUILDER_TEST_SLURM=required (CI sets it); a cluster that
     does not come up fails with its daemons' log tails.
     """
-    try:
-        cluster = SlurmCluster.start()
-    except SlurmUnavailable as exc:
-        if os.environ.get("BUILDER_TEST_SLURM") == "required":
-            raise
-        pytest.skip(f"Slurm tests: {exc}")
+    cluster = started(SlurmCluster.start, SlurmUnavailable, "Slurm", "BUILDER_TEST_SLURM")
     os.environ.update(cluster.env)
     yield cluster
     for var in cluster.env:

@@ -3,10 +3,10 @@ damaged workspace database, damaged git objects in a release store, a truncated 
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
+from conftest import started
 from postgres import PostgresServer, PostgresUnavailable
 from sqlalchemy import select, text
 from test_review_label_studio import HoldingProxy, _translate
@@ -71,12 +71,8 @@ def test_a_damaged_workspace_database_is_named_with_what_to_do(tmp_path):
 @pytest.mark.postgresql
 def test_damaged_data_on_a_postgresql_workspace_is_named_with_what_to_do(tmp_path, monkeypatch):
     """A heap page overwritten on disk: PostgreSQL refuses it (XX001, data_corrupted) and the error names the server."""
-    try:
-        server = PostgresServer.start()  # its own, since it is stopped to damage a file and started again
-    except PostgresUnavailable as exc:
-        if os.environ.get("BUILDER_TEST_POSTGRESQL") == "required":
-            raise
-        pytest.skip(f"PostgreSQL tests: {exc}")
+    # Its own server, since it is stopped to damage a file and started again.
+    server = started(PostgresServer.start, PostgresUnavailable, "PostgreSQL", "BUILDER_TEST_POSTGRESQL")
     monkeypatch.setenv("PGPASSWORD", server.password)
     try:
         url = server.database()
