@@ -104,6 +104,16 @@ def test_bad_resources_are_refused_naming_file_line_and_field(tmp_path, where, l
     assert str(caught.value).startswith(f"{path}:{line}: field {field}: String should match pattern")
 
 
+def test_the_local_executors_options_are_refused_with_slurm_before_anything_is_submitted(tmp_path):
+    path = write_suite(tmp_path / "suite.yaml", "methods: [direct]\nmodels:\n  - name: small\n    gguf: default\n")
+    said = cli("run", path, "--release", tmp_path, "--out", tmp_path / "out", "--executor", "slurm", "--jobs", "2",
+               ok=False).output
+    assert "--jobs and --devices are for --executor local" in " ".join(said.split())
+    assert "--executor pbs: local or slurm" in cli("run", path, "--release", tmp_path, "--out", tmp_path / "out",
+                                                   "--executor", "pbs", ok=False).output
+    assert not (tmp_path / "out").exists()
+
+
 @pytest.mark.slurm
 def test_a_suite_on_slurm_is_submitted_watched_collected_and_equals_the_local_run(slurm, release, toy_dir, tmp_path):
     path = write_suite(tmp_path / "suite.yaml", f"""methods: [direct]

@@ -227,6 +227,9 @@ def suite_run_cmd(
 
     if executor not in ("local", "slurm"):
         fail(f"--executor {executor}: local or slurm")
+    if executor == "slurm" and (jobs > 1 or devices):
+        fail("--jobs and --devices are for --executor local: on Slurm each entry is a job of its own, given what its "
+             "resources in the suite file ask for")
 
     suite = load_suite(suite_file)  # a bad file is refused before anything is loaded
     chosen = [d.strip() for d in (devices or "").split(",") if d.strip()] or None
