@@ -4,6 +4,7 @@
     langs: [de, en]                  # optional: every language of the release
     gates: ../data/gates.yaml        # optional: the gates file (relative to this file)
     prompt_variant: paper            # optional
+    resources: {cpus: 4, mem: 16G, time: "2:00:00"}   # optional: each entry's Slurm job (`--executor slurm`)
     models:
       - name: smollm2                # its results folder: DIR/smollm2/
         gguf: default                # the platform's default model (SmolLM2-135M-Instruct)
@@ -15,6 +16,7 @@
         dtype: bfloat16
         device: cuda
         batch_size: 64
+        resources: {gpus: 1, partition: gpu}   # merged over the suite's resources
       - name: llama
         hub: meta-llama/Llama-3.1-8B
         revision: 0e9e39f249a16976918f6564b8830bc894c89659
@@ -25,7 +27,9 @@
 
 Each model names exactly one of `folder`, `gguf`, `hub` (with `revision`) and `endpoint` (with
 `served_model`). A bad file is refused before any model is loaded, in one sentence naming the file, the
-line and the field; so is a folder or file that does not exist.
+line and the field; so is a folder or file that does not exist. `resources` (`builder.cluster.Resources`:
+gpus, cpus, mem, time, partition, account, sbatch) is what an entry's job asks Slurm for: the suite's
+`resources`, with what the entry's own `resources` sets put over it.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ from typing import Literal
 import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
+from builder.cluster import Resources
 from builder.errors import InputError
 from builder.records import PromptVariant, Record
 from evaluate.methods import registry
@@ -65,6 +70,7 @@ class ModelEntry(Record):
     bos: str = "auto"
     batch_size: int | None = Field(None, ge=1)
     device: str | None = None  # cpu, cuda, cuda:1, mps; default: --devices, else the best available
+    resources: Resources = Resources()  # its Slurm job's; load_suite puts them over the suite's
 
     @model_validator(mode="after")
     def _one_source(self) -> ModelEntry:
@@ -98,6 +104,7 @@ class Suite(Record):
     langs: list[str] | None = None
     gates: Path | None = None
     prompt_variant: PromptVariant = "paper"
+    resources: Resources = Resources()  # every entry's Slurm job's, unless the entry sets its own
     source: Path | None = None  # the suite file, set when read
 
     @field_validator("models")
@@ -171,7 +178,7 @@ def load_suite(path: Path) -> Suite:
 
     models = []
     for i, m in enumerate(suite.models):
-        update = {}
+        update = {"resources": suite.resources.model_copy(update=m.resources.model_dump(exclude_unset=True))}
         for key in ("folder", "gguf"):
             value = getattr(m, key)
             if value is None or value == DEFAULT:

@@ -7,6 +7,10 @@ entry's finished methods are reused from its folder, and every text already scor
 release, comes from the store. `DIR/suite.json` lists the entries, their folders and how each ended,
 for the leaderboard to read.
 
+`submit_suite` sends every entry to Slurm as a job (`builder.cluster`: one array per set of resources) whose
+task, `entry_task`, calls `evaluate_entry` as the local run does; `suite_status` reads the jobs' states from
+DIR/.jobs, and `collect` writes DIR/suite.json from their outcomes once every entry is done.
+
 `plan_suite` is the dry run: each entry's methods run against the store alone (a text it holds
 gets its stored value, a missing one is counted and gets a placeholder), so the texts that a method
 derives from earlier replies (self-translation's answers to its own translations) are found wherever
@@ -15,6 +19,7 @@ those replies are stored; a short calibration on the model measures its speed. N
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import time
@@ -29,7 +34,7 @@ import pandas as pd
 import torch
 from pydantic import Field
 
-from builder import releases
+from builder import cluster, releases
 from builder.errors import BuilderError, InputError
 from builder.files import write_text
 from builder.llm.config import LLMSettings
@@ -52,6 +57,8 @@ from evaluate.store import (
 from evaluate.suite import ModelEntry, Suite
 
 SUITE_FILE = "suite.json"
+JOBS_DIR = ".jobs"  # DIR/.jobs: the cluster jobs' folder (builder.cluster) and what was submitted
+SUBMITTED = "suite-submitted.json"
 CALIBRATION_TEXTS = 64  # texts scored, and prompts answered, to measure a model's speed for a dry run
 CALIBRATION_PROMPTS = 4
 
@@ -136,6 +143,73 @@ def _quiet_entry(job: EntryJob) -> EntryOutcome:
             print(f"{job.entry.name}: {task}: {done}/{total}", file=sys.stderr, flush=True)
 
     return evaluate_entry(job, show)
+
+
+class EntryFailed(BuilderError):
+    """An entry's evaluation ended in an error: raised in its job, so that Slurm and `suite status` see it fail."""
+
+
+def entry_task(job: EntryJob) -> EntryOutcome:
+    """A cluster job's work: one entry evaluated (its progress in the job's log); an entry that failed raises."""
+    outcome = _quiet_entry(job)
+    if not outcome.ok:
+        raise EntryFailed(f"{outcome.name}: {outcome.error}")
+    return outcome
+
+
+class Submitted(Record):
+    """What `submit_suite` sent, in DIR/.jobs/suite-submitted.json: what `collect` writes suite.json from."""
+
+    suite: Suite
+    release: str
+    version: str
+    previous: Path | None = None
+
+
+def submit_suite(suite: Suite, release: str, version: str, out_dir: Path, *, store: str | None = None,
+                 previous: Path | None = None, report: bool = True,
+                 executor: cluster.Executor = "slurm") -> list[cluster.EntryState]:
+    """Every entry as a job with its resources (returns once queued); an entry done is not submitted again, one
+    cancelled, killed or failed is (up to `cluster.MAX_ATTEMPTS`), and resumes from its folder and the store."""
+    check_suite(suite)
+    version = resolved_version(release, version)
+    folder = Path(out_dir) / JOBS_DIR
+    folder.mkdir(parents=True, exist_ok=True)
+    write_text(folder / SUBMITTED, Submitted(suite=suite, release=str(release), version=version,
+                                             previous=previous).model_dump_json(indent=1))
+    entries = []
+    for job in jobs_for(suite, release, version, out_dir, store, report=report):
+        resources = job.entry.resources
+        if job.entry.local and not resources.gpus:  # a CPU job: torch's threads are the cores it asked for
+            job = job.model_copy(update={"threads": resources.cpus})
+        entries.append(cluster.Entry(job.entry.name, functools.partial(entry_task, job), resources))
+    return cluster.submit(folder, entries, executor=executor)
+
+
+def _submitted(out_dir: Path) -> Submitted:
+    path = Path(out_dir) / JOBS_DIR / SUBMITTED
+    if not path.is_file():
+        raise InputError(f"{out_dir}: no suite was submitted there (builder eval suite run … --executor slurm --out {out_dir})")
+    return Submitted.model_validate_json(path.read_text(encoding="utf-8"))
+
+
+def suite_status(out_dir: Path) -> list[cluster.EntryState]:
+    """Each submitted entry's state (pending, running, done, failed with its log's tail), in the suite's order."""
+    names = [m.name for m in _submitted(out_dir).suite.models]
+    states = {s.name: s for s in cluster.status(Path(out_dir) / JOBS_DIR)}
+    return [states.get(n, cluster.EntryState(name=n, state="not submitted")) for n in names]
+
+
+def collect(out_dir: Path) -> Path:
+    """DIR/suite.json from the outcomes of the submitted entries' jobs; refused unless every entry is done."""
+    submitted = _submitted(out_dir)
+    if waiting := [s for s in suite_status(out_dir) if s.state != "done"]:
+        raise InputError(f"{out_dir}: not every entry is done ({', '.join(f'{s.name} {s.state}' for s in waiting)}); "
+                         f"see builder eval suite status {out_dir}")
+    outcomes = [cluster.result(Path(out_dir) / JOBS_DIR, m.name) for m in submitted.suite.models]
+    # The leaderboard (evaluate.leaderboard) is written here, from the same outcomes, once it exists.
+    return write_suite_file(Path(out_dir), submitted.suite, submitted.release, submitted.version, submitted.previous,
+                            outcomes)
 
 
 def resolved_version(release: str, version: str) -> str:

@@ -247,11 +247,21 @@ def suite_run_cmd(
     dry_run: bool = typer.Option(False, "--dry-run", help="Print per model and method the texts not in the store, their "
                                  "decoder positions (or endpoint requests) and an estimated time; write nothing"),
     report: bool = typer.Option(True, "--report/--no-report", help="Write each entry's report"),
+    executor: str = typer.Option("local", "--executor", help="local: on this machine; slurm: one job per entry with its "
+                                 "resources, submitted from a login node (returns at once; see `suite status`, "
+                                 "`suite collect`; the same command again resubmits what died)"),
+    wait: bool = typer.Option(False, "--wait", help="With --executor slurm: wait for the jobs, then collect"),
 ) -> None:
     """Evaluate every model of SUITE_FILE into DIR/<name>/, as `builder eval run` would, computing only what the score
     store does not hold; exit 1 when an entry failed."""
     from evaluate.suite import load_suite
     from evaluate.suite_run import plan_suite, run_suite
+
+    if executor not in ("local", "slurm"):
+        fail(f"--executor {executor}: local or slurm")
+    if executor == "slurm" and (jobs > 1 or devices):
+        fail("--jobs and --devices are for --executor local: on Slurm each entry is a job of its own, given what its "
+             "resources in the suite file ask for")
 
     suite = load_suite(suite_file)  # a bad file is refused before anything is loaded
     chosen = [d.strip() for d in (devices or "").split(",") if d.strip()] or None
@@ -270,6 +280,9 @@ def suite_run_cmd(
         out.print(f"estimated: {total:,.0f} s in all, one entry at a time (scoring and greedy decoding measured on a few "
                   "of the missing texts; neuro always recomputes its hidden states)")
         return
+    if executor == "slurm":
+        _submit_suite(suite, release, version, out_dir, store, previous, report, wait)
+        return
     with progress(err, disable=jobs > 1) as show:
         outcomes = run_suite(suite, release, version, out_dir, store=store, jobs=jobs, devices=chosen, previous=previous,
                              report=report, progress=show, log=lambda message: err.print(message, highlight=False,
@@ -278,3 +291,46 @@ def suite_run_cmd(
     out.print(f"{len(outcomes) - len(failed)} of {len(outcomes)} entries in {out_dir} ({out_dir / 'suite.json'})")
     if failed:
         fail(f"{len(failed)} entr{'y' if len(failed) == 1 else 'ies'} failed: " + "; ".join(f"{o.name}: {o.error}" for o in failed))
+
+
+def _submit_suite(suite, release: str, version: str, out_dir: Path, store: str | None, previous: Path | None,
+                  report: bool, wait: bool) -> None:
+    from builder import cluster
+    from evaluate.suite_run import JOBS_DIR, submit_suite
+
+    states = submit_suite(suite, release, version, out_dir, store=store, previous=previous, report=report)
+    out.print(cluster.describe(states), highlight=False, markup=False)
+    if not wait:
+        out.print(f"submitted: builder eval suite status {out_dir}, then builder eval suite collect {out_dir}",
+                  highlight=False, markup=False)
+        return
+    states = cluster.wait(out_dir / JOBS_DIR)
+    if any(s.state == "failed" for s in states):
+        out.print(cluster.describe(states), highlight=False, markup=False)
+        fail("an entry failed: the same command again resubmits it")
+    _collect(out_dir)
+
+
+def _collect(out_dir: Path) -> None:
+    from evaluate.suite_run import collect
+
+    path = collect(out_dir)
+    out.print(f"collected: {path}", highlight=False, markup=False)
+
+
+@suite_app.command("status")
+def suite_status_cmd(out_dir: Path = typer.Argument(..., help="The suite's --out folder")) -> None:
+    """Each entry's job: pending, running, done, or failed with the tail of its log; exit 1 when any failed."""
+    from builder import cluster
+    from evaluate.suite_run import suite_status
+
+    states = suite_status(out_dir)
+    out.print(cluster.describe(states), highlight=False, markup=False)
+    if any(s.state == "failed" for s in states):
+        raise typer.Exit(1)
+
+
+@suite_app.command("collect")
+def suite_collect_cmd(out_dir: Path = typer.Argument(..., help="The suite's --out folder")) -> None:
+    """Write DIR/suite.json from the entries' jobs once every one is done (refused before)."""
+    _collect(out_dir)
