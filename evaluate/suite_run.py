@@ -42,6 +42,8 @@ from builder.records import Record
 from evaluate.backends import EndpointGenerator, TransformersGenerator, endpoint_info
 from evaluate.data import ReleaseData, load_release
 from evaluate.endpoint_scoring import EndpointScorer
+from evaluate.gates import load_rules
+from evaluate.leaderboard import build, suite_entries, write
 from evaluate.methods import Context, EvalOptions, resolve
 from evaluate.models import LoadedModel, load_model
 from evaluate.run import check_needs, endpoint_bos, run_evaluation
@@ -207,9 +209,7 @@ def collect(out_dir: Path) -> Path:
         raise InputError(f"{out_dir}: not every entry is done ({', '.join(f'{s.name} {s.state}' for s in waiting)}); "
                          f"see builder eval suite status {out_dir}")
     outcomes = [cluster.result(Path(out_dir) / JOBS_DIR, m.name) for m in submitted.suite.models]
-    # The leaderboard (evaluate.leaderboard) is written here, from the same outcomes, once it exists.
-    return write_suite_file(Path(out_dir), submitted.suite, submitted.release, submitted.version, submitted.previous,
-                            outcomes)
+    return finish(Path(out_dir), submitted.suite, submitted.release, submitted.version, submitted.previous, outcomes)
 
 
 def resolved_version(release: str, version: str) -> str:
@@ -262,7 +262,7 @@ def run_suite(suite: Suite, release: str, version: str, out_dir: Path, *, store:
             for future in futures:
                 outcomes.append(future.result())
                 log(_said(outcomes[-1]))
-    write_suite_file(Path(out_dir), suite, release, version, previous, outcomes)
+    finish(Path(out_dir), suite, release, version, previous, outcomes)
     return outcomes
 
 
@@ -272,6 +272,18 @@ def _said(outcome: EntryOutcome) -> str:
     computed = sum(c.get("computed", 0) for c in outcome.store.values())
     stored = sum(c.get("stored", 0) for c in outcome.store.values())
     return f"{outcome.name}: done in {outcome.seconds:.0f} s ({computed} texts computed, {stored} from the store)"
+
+
+def finish(out_dir: Path, suite: Suite, release: str, version: str, previous: Path | None,
+           outcomes: list[EntryOutcome]) -> Path:
+    """DIR/suite.json, then the leaderboard of the entries that finished (against `previous`'s, by name), the same
+    whichever executor ran them; the leaderboard page's path (suite.json's when no entry finished)."""
+    listed = write_suite_file(out_dir, suite, release, version, previous, outcomes)
+    entries = suite_entries(out_dir)
+    if not entries:
+        return listed
+    board = build(entries, suite_entries(previous) if previous else None, load_rules(suite.gates), links_from=out_dir)
+    return write(out_dir, board)["html"]
 
 
 def write_suite_file(out_dir: Path, suite: Suite, release: str, version: str, previous: Path | None,

@@ -114,6 +114,8 @@ def test_a_suite_on_a_changed_release_computes_only_the_new_texts_and_equals_a_r
     listed = json.loads((tmp_path / "v2" / "suite.json").read_text(encoding="utf-8"))
     assert [(e["name"], e["folder"], e["ok"]) for e in listed["entries"]] == [("toy", "toy", True), ("toy-eos", "toy-eos", True)]
     assert listed["version"] == "1.0.1"
+    board = pd.read_csv(tmp_path / "v2" / "leaderboard.csv")  # the suite's one leaderboard, beside suite.json
+    assert set(board["model"]) == {"toy", "toy-eos"} and (tmp_path / "v2" / "leaderboard.html").is_file()
     for name in ("toy", "toy-eos"):
         counts, fresh = summary(tmp_path / "v2" / name)["store"], summary(tmp_path / "scratch" / name)["store"]
         assert counts["direct"] == {"computed": len(now - sentences), "stored": len(now & sentences), "unstored": 0}

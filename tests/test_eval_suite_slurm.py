@@ -156,6 +156,10 @@ models:
         assert files(out / name) == files(local / name)
         same_results(out / name, local / name)
         assert summary(out / name)["store"] == summary(local / name)["store"]
+    # The same leaderboard, whichever executor ran the entries.
+    board, board_here = (pd.read_csv(d / "leaderboard.csv") for d in (out, local))
+    assert set(board["model"]) == {"toy", "toy-eos"}
+    pd.testing.assert_frame_equal(board, board_here, check_exact=False, atol=1e-4)
 
 
 @pytest.mark.slurm

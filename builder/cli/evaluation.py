@@ -288,7 +288,9 @@ def suite_run_cmd(
                              report=report, progress=show, log=lambda message: err.print(message, highlight=False,
                                                                                            markup=False))
     failed = [o for o in outcomes if not o.ok]
-    out.print(f"{len(outcomes) - len(failed)} of {len(outcomes)} entries in {out_dir} ({out_dir / 'suite.json'})")
+    board = out_dir / "leaderboard.html"
+    out.print(f"{len(outcomes) - len(failed)} of {len(outcomes)} entries in {out_dir} ({out_dir / 'suite.json'}"
+              + (f", {board})" if board.is_file() else ")"), highlight=False, markup=False)
     if failed:
         fail(f"{len(failed)} entr{'y' if len(failed) == 1 else 'ies'} failed: " + "; ".join(f"{o.name}: {o.error}" for o in failed))
 
