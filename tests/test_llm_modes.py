@@ -170,7 +170,7 @@ def test_an_older_workspace_and_cache_file_gain_the_new_columns(tmp_path, server
             for table, column in (("llm_calls", "mode"), ("llm_calls", "max_tokens"), ("batches", "failures")):
                 conn.execute(f"ALTER TABLE {table} DROP COLUMN {column}")
     with sqlite3.connect(tmp_path / "old" / "workspace.sqlite") as conn:
-        conn.execute("UPDATE meta SET value = '3' WHERE key = 'schema_version'")
+        conn.execute("UPDATE meta SET value = '4' WHERE key = 'schema_version'")
     ws = open_workspace(tmp_path / "old")
     try:
         assert ws.rows(select(t.meta.c.value).where(t.meta.c.key == "schema_version")) == [{"value": str(t.SCHEMA_VERSION)}]

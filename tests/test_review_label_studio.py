@@ -434,24 +434,22 @@ def test_control_characters_a_curator_pastes_are_taken_out_and_told_at_pull(samp
     (a paste from a terminal or a PDF brings them), each removal told on the pull with the task and the curator."""
     ws = sample_ws
     ws_dir, _ = label_studio
-    local = ls_server.connect(ws_dir)
-    monkeypatch.setenv("LABEL_STUDIO_URL", local.url)  # as a team's server is given: push and pull see one server
-    monkeypatch.setenv("LABEL_STUDIO_API_KEY", local.token)
-    conn = ls_server.connect(ws.directory)
-    _translate(ws, server, ["fr"])
-    push(ws, conn, "fr")
-    tasks = {tk.data["item_id"]: tk for tk in _tasks(conn, _project(ws, "fr"))}
+    conn = ls_server.connect(ws_dir)
+    monkeypatch.setattr(ls_server, "connect", lambda *a, **k: conn)  # the command pulls from the tests' server
+    _translate(ws, server, ["uk"])  # a language no other test here pushes: its project is this workspace's
+    push(ws, conn, "uk")
+    tasks = {tk.data["item_id"]: tk for tk in _tasks(conn, _project(ws, "uk"))}
     fixed_id, rejected_id = sorted(tasks)[:2]
-    _annotate(conn, tasks[fixed_id].id, "corrected", text="grille-\x1b[0mpain\x07")
+    _annotate(conn, tasks[fixed_id].id, "corrected", text="тостер\x1b[0m\x07")
     _annotate(conn, tasks[rejected_id].id, "reject", comment="wrong\x08 sense")
     res = CliRunner().invoke(app, ["review", "pull", "-w", str(ws.directory)])
     assert res.exit_code == 0, res.output
     who = ls_server.ADMIN_USER
-    assert (f"translation fr, task {tasks[fixed_id].id} ({who}): translation held U+0007 (a control character), "
+    assert (f"translation uk, task {tasks[fixed_id].id} ({who}): translation held U+0007 (a control character), "
             f"U+001B (a control character), removed") in res.output
-    assert f"translation fr, task {tasks[rejected_id].id} ({who}): comment held U+0008 (a control character), removed" in res.output
-    words = {r["item_id"]: r["text"] for r in ws.rows(select(t.verified_words).where(t.verified_words.c.lang == "fr"))}
-    assert words[fixed_id] == "grille-[0mpain"
+    assert f"translation uk, task {tasks[rejected_id].id} ({who}): comment held U+0008 (a control character), removed" in res.output
+    words = {r["item_id"]: r["text"] for r in ws.rows(select(t.verified_words).where(t.verified_words.c.lang == "uk"))}
+    assert words[fixed_id] == "тостер[0m"
     ann = {r["item_id"]: r for r in ws.rows(select(t.review_annotations))}
     assert ann[rejected_id]["comment"] == "wrong sense" and ann[rejected_id]["decision"] == "reject"
     again = CliRunner().invoke(app, ["review", "pull", "-w", str(ws.directory)])

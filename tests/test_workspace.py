@@ -85,7 +85,7 @@ def test_a_folder_keeps_its_database(new_database, tmp_path):
 def test_an_older_schema_is_migrated_on_open(ws):
     with ws.transaction() as conn:
         t.llm_claims.drop(conn)
-        conn.execute(t.meta.update().where(t.meta.c.key == "schema_version").values(value="3"))
+        conn.execute(t.meta.update().where(t.meta.c.key == "schema_version").values(value="4"))
     ws.close()
     again = open_workspace(ws.directory)
     assert again.rows(select(t.meta.c.value).where(t.meta.c.key == "schema_version")) == [{"value": str(t.SCHEMA_VERSION)}]
