@@ -2,8 +2,8 @@
 
 Seeds → LLM translation → review in a local Label Studio → sentence generation and pair audits → sentence review →
 M2C fills, their review and rendering → release 0.1.0 → evaluation of SmolLM2-135M-Instruct (the default
-model, installed with the project) with every method, on a stated sample of the M2C tests and self-translation
-pairs (`DEMO_SAMPLE`) → gates → report. `model="toy"` evaluates a toy
+model, installed with the project) with every method, on a stated sample of the M2C tests, the self-translation
+pairs and consistency's sampled runs (`DEMO_SAMPLE`) → gates → report. `model="toy"` evaluates a toy
 trained on the spot instead, for fast runs; a toy cannot translate, so self-translation is then the LLM's.
 Every step resumes: a second run re-uses the workspace, the LLM cache, the release and the results.
 Without `auto_review` it stops at the first review and says how to continue. Each step reports to the console it is
@@ -51,9 +51,10 @@ RECORDING_MODEL = "sample-recording"  # replies written for the sample, not a li
 TOY_STEPS = 600
 TOY = "toy"  # `--model toy`: a toy trained on the release's sentences, instead of the default model
 DEMO_METHODS = ("direct", "meta", "neuro", "consistency", "selftranslate", "m2c")
-# The demo asks a sample of the M2C tests and of the self-translation pairs, drawn by seed, so that the whole loop
-# runs in about ten minutes on two cores; `builder eval run` asks every one unless given --sample-m2c/-selftranslate.
-DEMO_SAMPLE = EvalOptions(sample_m2c=8, sample_selftranslate=6)
+# The demo asks a sample of what the model must generate (the M2C tests, the self-translation pairs and the pairs of
+# consistency's two sampled runs), drawn by seed, so that the whole loop runs in under ten minutes on two cores;
+# `builder eval run` asks every one unless given --sample-m2c/-selftranslate/-consistency.
+DEMO_SAMPLE = EvalOptions(sample_m2c=4, sample_selftranslate=2, sample_consistency=2)
 # A toy cannot translate: with --model toy, self-translation is shown on the LLM's replies instead
 # (the configured endpoint, or the recording), and the toy runs every other method.
 LLM_METHODS = ("selftranslate",)
@@ -200,8 +201,9 @@ def _evaluate(ws: Workspace, console: Console, release: Path, model: str | None,
     methods = resolve(list(names))
     console.print(f" 9/10 evaluate {loaded.info.name} on {len(data.pairs)} pairs with {', '.join(m.name for m in methods)} "
                   f"({loaded.info.device}, {loaded.info.dtype}); a sample, drawn with seed {DEMO_SAMPLE.seed}, of "
-                  f"{DEMO_SAMPLE.sample_m2c} M2C tests per language and test type and of {DEMO_SAMPLE.sample_selftranslate} "
-                  "self-translation pairs per negative type")
+                  f"{DEMO_SAMPLE.sample_m2c} M2C tests per language and test type, of {DEMO_SAMPLE.sample_selftranslate} "
+                  f"self-translation pairs per negative type and of {DEMO_SAMPLE.sample_consistency} pairs per language and "
+                  "negative type for consistency's sampled runs")
     with progress(console) as show:
         results = run_evaluation(data.pairs, data.dataset, loaded, methods, out, DEMO_SAMPLE, show, m2c=data.m2c)
     result.results, result.report, passed = out, *_gates_and_report(console, results, out)

@@ -12,7 +12,8 @@ Two same-language figures put those numbers in proportion, each named for what i
   prompts answered twice, sampled (temperature `sample_temperature`, seeds 1 and 2), read as
   generative meta reads replies, per language. Every model that samples gets it: behind an endpoint,
   and locally, where `evaluate.backends.TransformersGenerator` samples with a seed. (A local model's
-  scored decisions are deterministic: run again, they agree with themselves entirely.)
+  scored decisions are deterministic: run again, they agree with themselves entirely.) With
+  `EvalOptions.sample_consistency` only a stated sample of the pairs is asked twice.
 - order agreement, for scored meta only: the decisions with the options in one order against those
   with them swapped, i.e. how much of a language's decisions does not depend on the option order
   alone. It is no run-to-run baseline: a model that always picks the first option scores 0.
@@ -23,6 +24,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from evaluate.data import sample_rows
 from evaluate.decision_agreement import Decisions, agreement, consistency, label_distribution
 from evaluate.meta import ask
 from evaluate.meta import prompts as meta_prompts
@@ -95,8 +97,11 @@ def assemble(tables: dict[str, dict[str, Decisions]], run_to_run: dict[str, tupl
 
 def sampled_runs(ctx: Context, pairs: pd.DataFrame) -> tuple[dict[str, tuple[Decisions, Decisions]], str]:
     """The acceptable-first meta prompts (of the run's prompt variant) answered twice, sampled with seeds 1 and 2; per
-    language, and what was compared."""
-    variant = ctx.options.prompt_variant
+    language, and what was compared. With `sample_consistency` only a sample of the pairs is asked twice (the baseline
+    is a share, so a sample estimates it; the decisions compared across languages stay every pair's)."""
+    opts = ctx.options
+    pairs = sample_rows(pairs, opts.sample_consistency, opts.seed, "pair_id", ["lang", "negative_type"])
+    variant = opts.prompt_variant
     templates = {c: lang.prompt(variant) for c, lang in ctx.languages.items() if lang.prompt(variant)}
     first = meta_prompts(pairs, templates)["acceptable_first"]
     t = ctx.options.sample_temperature
@@ -106,7 +111,10 @@ def sampled_runs(ctx: Context, pairs: pd.DataFrame) -> tuple[dict[str, tuple[Dec
     for lang, pid, one, two in zip(pairs["lang"], pairs["pair_id"], *runs):
         a, b = out.setdefault(lang, ({}, {}))
         a[pid], b[pid] = one, two
-    return out, f"generative meta (acceptable first), sampled at temperature {t:g}: seed {SEEDS[0]} against seed {SEEDS[1]}"
+    sample = (f"; a sample of at most {opts.sample_consistency} pairs per language and negative type, drawn with seed "
+              f"{opts.seed} (without `--sample-consistency`, every pair)" if opts.sample_consistency is not None else "")
+    return out, (f"generative meta (acceptable first), sampled at temperature {t:g}: seed {SEEDS[0]} against seed "
+                 f"{SEEDS[1]}{sample}")
 
 
 def consistency_heatmaps(matrix: pd.DataFrame, page: Page) -> None:

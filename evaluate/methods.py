@@ -53,6 +53,9 @@ class EvalOptions(BaseModel):
                                    "drawn by seed (`evaluate.data.sample_rows`); None: every test")
     sample_selftranslate: int | None = Field(None, ge=1, description="selftranslate: at most this many pairs per source "
                                              "language and negative type, drawn by seed; None: every pair")
+    sample_consistency: int | None = Field(None, ge=1, description="consistency: its two sampled runs (the run-to-run "
+                                           "baseline) ask at most this many pairs per language and negative type, drawn by "
+                                           "seed; None: every pair")
     translate_directions: tuple[str, ...] = Field(
         (), description="selftranslate's source-target directions (en-de, de-en); none: English into every other language")
 

@@ -4,6 +4,7 @@
     langs: [de, en]                  # optional: every language of the release
     gates: ../data/gates.yaml        # optional: the gates file (relative to this file)
     prompt_variant: paper            # optional
+    sample_m2c: 8                    # optional, as `eval run --sample-m2c` (also sample_selftranslate, sample_consistency)
     resources: {cpus: 4, mem: 16G, time: "2:00:00"}   # optional: each entry's Slurm job (`--executor slurm`)
     models:
       - name: smollm2                # its results folder: DIR/smollm2/
@@ -104,6 +105,9 @@ class Suite(Record):
     langs: list[str] | None = None
     gates: Path | None = None
     prompt_variant: PromptVariant = "paper"
+    sample_m2c: int | None = Field(None, ge=1)  # each as EvalOptions' field of that name: a stated sample, drawn by seed
+    sample_selftranslate: int | None = Field(None, ge=1)
+    sample_consistency: int | None = Field(None, ge=1)
     resources: Resources = Resources()  # every entry's Slurm job's, unless the entry sets its own
     source: Path | None = None  # the suite file, set when read
 
@@ -141,7 +145,7 @@ def _field(loc: tuple, data: dict) -> str:
             if loc[i - 1] == "models" and isinstance(data.get("models"), list) and isinstance(data["models"][key], dict):
                 if name := data["models"][key].get("name"):
                     out += f" ({name})"
-        elif not re.fullmatch(r"[a-z_]+", str(key)) or key in ("function-after", "function-before"):
+        elif not re.fullmatch(r"[a-z_][a-z0-9_]*", str(key)) or key in ("function-after", "function-before"):
             continue
         else:
             out += f".{key}" if out else str(key)

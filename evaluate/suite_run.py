@@ -89,7 +89,8 @@ class EntryOutcome(Record):
 
 
 def _options(suite: Suite, entry: ModelEntry) -> EvalOptions:
-    return EvalOptions(bos_policy=entry.bos, prompt_variant=suite.prompt_variant)
+    return EvalOptions(bos_policy=entry.bos, prompt_variant=suite.prompt_variant, sample_m2c=suite.sample_m2c,
+                       sample_selftranslate=suite.sample_selftranslate, sample_consistency=suite.sample_consistency)
 
 
 def _load(entry: ModelEntry, device: str | None, log=lambda message: None) -> tuple[LoadedModel | None, LLMSettings | None]:

@@ -135,16 +135,20 @@ def test_demo_evaluates_the_release_and_reports_it(demo_done, demo_dir):
     assert {c["stage"] for c in llm_calls} == {"selftranslate: translation", "selftranslate: answer"}
     summary = pd.read_parquet(report.parent / "llm" / "selftranslate_summary.parquet")
     assert set(summary["target"]) == {"de", "zh", "ar", "ja", "ru", "vi"} and (summary["bleu"].dropna() > 50).all()
-    # The demo asks a stated sample of the M2C tests and self-translation pairs; its results and reports say which.
-    for folder, option, said in ((report.parent, "sample_m2c", "at most 8 tests per language and test type"),
-                                 (report.parent / "llm", "sample_selftranslate", "at most 6 pairs per source language")):
+    # The demo asks a stated sample of what the model generates; its results and reports say which.
+    for folder, option, n, said in (
+            (report.parent, "sample_m2c", 4, "**A sample**: at most 4 tests per language and test type"),
+            (report.parent, "sample_consistency", 2, "a sample of at most 2 pairs per language and negative type"),
+            (report.parent / "llm", "sample_selftranslate", 2, "**A sample**: at most 2 pairs per source language")):
         options = json.loads((folder / "summary.json").read_text())["config"]["options"]
-        assert options[option] == (8 if option == "sample_m2c" else 6) and options["seed"] == 0
-        assert f"**A sample**: {said}" in (folder / "report.md").read_text(encoding="utf-8")
+        assert options[option] == n and options["seed"] == 0
+        assert said in (folder / "report.md").read_text(encoding="utf-8")
     m2c_items = pd.read_parquet(report.parent / "m2c_items.parquet")
     assert m2c_items[m2c_items["variant"] == "zero_shot"].groupby("lang").size().to_dict() == {
-        "de": 8 * 11, "en": 8 * 10, "ru": 8 * 12, "zh": 8 * 11}  # test types: de 10 and the sample template's, ru 12
-    assert summary.groupby("direction")["n"].first().eq(24).all()  # 6 of each of the 4 negative types
+        "de": 4 * 11, "en": 4 * 10, "ru": 4 * 12, "zh": 4 * 11}  # test types: de 10 and the sample template's, ru 12
+    assert summary.groupby("direction")["n"].first().eq(8).all()  # 2 of each of the 4 negative types
+    run_to_run = pd.read_parquet(report.parent / "consistency_run_to_run.parquet")
+    assert run_to_run["n"].eq(8).all() and len(run_to_run) == 7  # 2 pairs of each negative type in every language
 
 
 def test_resuming_the_finished_demo_costs_nothing_and_changes_nothing(demo_done, demo_dir):

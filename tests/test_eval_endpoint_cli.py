@@ -137,3 +137,41 @@ def test_a_sample_asks_exactly_the_stated_m2c_tests_and_self_translation_pairs_a
             "source pairs asked)" in md)
     again = run(tmp_path / "again", *sample)
     assert set(again[1]["test_id"]) == asked and set(again[2]["pair_id"]) == set(originals["pair_id"])
+
+
+def test_a_consistency_sample_asks_the_stated_pairs_twice_and_says_so(m2c_release, server, tmp_path):
+    """--sample-consistency N: the two sampled runs (the run-to-run baseline) ask at most N pairs per language and
+    negative type, those whose sha256 of "seed|pair id" ranks lowest; the comparison across languages still reads
+    every pair's decisions."""
+    import hashlib
+
+    import pandas as pd
+
+    from builder import releases
+
+    def run(out, *flags):
+        calls = server.stats.calls
+        res = cli("eval", "run", "--release", str(m2c_release), "--version", VERSION, "--endpoint", server.base_url,
+                  "--model", "standin-chat", "--methods", "consistency", "--langs", "de,en", "--concurrency", "8",
+                  "--out", str(out), *flags)
+        assert res.exit_code == 0, res.output
+        return (json.loads((out / "summary.json").read_text())["config"]["options"],
+                pd.read_parquet(out / "consistency_run_to_run.parquet"), pd.read_parquet(out / "consistency_matrix.parquet"),
+                server.stats.calls - calls, (out / "report.md").read_text())
+
+    pairs = pd.concat([releases.load(m2c_release, VERSION, lang).to_pandas() for lang in ("de", "en")])
+    options, whole, whole_matrix, whole_calls, md = run(tmp_path / "whole")
+    assert options["sample_consistency"] is None
+    assert dict(zip(whole["lang"], whole["n"])) == pairs.groupby("lang").size().to_dict()
+    assert "a sample" not in md
+
+    options, sample, matrix, sample_calls, md = run(tmp_path / "sample", "--sample-consistency", "1")
+    assert options["sample_consistency"] == 1
+    rank = pairs["pair_id"].map(lambda k: hashlib.sha256(f"0|{k}".encode()).hexdigest())
+    stated = pairs.assign(rank=rank).sort_values("rank").groupby(["lang", "negative_type"]).head(1)
+    assert dict(zip(sample["lang"], sample["n"])) == stated.groupby("lang").size().to_dict()
+    assert (sample["n"] < sample["lang"].map(pairs.groupby("lang").size())).all()
+    # the meta prompts asked for decisions are the whole run's; only the two sampled runs shrink, by 2 requests a pair
+    assert whole_calls - sample_calls == 2 * (len(pairs) - len(stated))
+    pd.testing.assert_frame_equal(matrix, whole_matrix)
+    assert "a sample of at most 1 pairs per language and negative type, drawn with seed 0" in md

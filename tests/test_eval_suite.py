@@ -20,6 +20,7 @@ from sample_workspace import publish_changed
 from typer.testing import CliRunner
 
 from builder.cli import app
+from builder.m2c.template_files import template_type
 from evaluate.data import load_release_pairs
 from evaluate.scoring import ScoringSetup, TokenScores
 from evaluate.store import ScoreStore, StoredScorer, stored_scores
@@ -68,6 +69,7 @@ def summary(folder: Path) -> dict:
     ("  - name: gone\n    folder: ./no-such-model\n", 13, "field models[2] (gone).folder:"),
     ("  - name: hub\n    hub: org/model\n", 12, "field models[2] (hub): a hub model needs its revision"),
     ("  - name: toy\n    gguf: default\n", 5, "field models: two entries named toy"),
+    ("sample_m2c: 0\n", 12, "field sample_m2c: Input should be greater than or equal to 1"),
 ])
 def test_a_bad_suite_file_is_refused_before_any_model_loads_naming_file_line_and_field(
         tmp_path, monkeypatch, body, line, said):
@@ -207,7 +209,7 @@ def test_an_endpoint_entry_takes_its_replies_from_the_store_on_the_next_run(m2c_
     from generative_fixtures import VERSION as M2C_VERSION
 
     path = tmp_path / "suite.yaml"
-    path.write_text(f"methods: [selftranslate, m2c]\nlangs: [de, en]\nmodels:\n  - name: served\n"
+    path.write_text(f"methods: [selftranslate, m2c]\nlangs: [de, en]\nsample_m2c: 2\nmodels:\n  - name: served\n"
                     f"    endpoint: {server.base_url}\n    served_model: standin-chat\n    concurrency: 8\n", encoding="utf-8")
     common = ["--release", m2c_release, "--version", M2C_VERSION, "--store", tmp_path / "s.sqlite", "--no-report"]
     suite(path, *common, "--out", tmp_path / "first")
@@ -220,4 +222,8 @@ def test_an_endpoint_entry_takes_its_replies_from_the_store_on_the_next_run(m2c_
     assert {m: (c["computed"], c["stored"]) for m, c in second.items()} == {
         m: (0, c["computed"] + c["stored"]) for m, c in first.items()}
     a, b = (pd.read_parquet(tmp_path / d / "served" / "m2c_items.parquet") for d in ("first", "second"))
+    # the suite's sample, as `eval run --sample-m2c 2` asks it: at most 2 tests per language and test type
+    assert summary(tmp_path / "first" / "served")["config"]["options"]["sample_m2c"] == 2
+    asked = a[a["variant"] == "zero_shot"]
+    assert asked.groupby(["lang", asked["template_id"].map(template_type)]).size().max() == 2
     assert a["reply"].tolist() == b["reply"].tolist() and a["correct"].tolist() == b["correct"].tolist()

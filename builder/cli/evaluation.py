@@ -54,6 +54,9 @@ def run(
     sample_selftranslate: int | None = typer.Option(None, "--sample-selftranslate", min=1, help="selftranslate asks at "
                                                     "most N source pairs per language and negative type, drawn by seed "
                                                     "[default: every pair]"),
+    sample_consistency: int | None = typer.Option(None, "--sample-consistency", min=1, help="consistency's two sampled "
+                                                  "runs (its run-to-run baseline) ask at most N pairs per language and "
+                                                  "negative type, drawn by seed [default: every pair]"),
     prompt_variant: str = typer.Option("paper", "--prompt-variant",
                                        help="paper (Figure 8 as published, comparable with its numbers) or corrected: the meta prompts asked"),
     out_dir: Path | None = typer.Option(None, "--out", help="Results folder (re-running resumes there) [default, with the "
@@ -83,6 +86,7 @@ def run(
     try:
         options = EvalOptions(bos_policy=bos, probe_pooling=probe_pooling, probe_groups=probe_groups, probe_jobs=probe_jobs,
                               prompt_variant=prompt_variant, sample_m2c=sample_m2c, sample_selftranslate=sample_selftranslate,
+                              sample_consistency=sample_consistency,
                               translate_directions=tuple(d.strip() for d in (translate_directions or "").split(",") if d.strip()))
     except ValidationError as exc:  # the options as given on this command line
         fail(exc)
