@@ -4,7 +4,8 @@
 a task of a job array (one array per distinct set of resources) and returns at once; `status(folder)`
 tells each entry's state from that folder alone, so another process, a later shell or another login
 node can watch it; `submit` again resubmits what was killed, preempted, timed out or failed, and stops
-resubmitting an entry that failed `MAX_ATTEMPTS` times, reporting it with its log instead.
+resubmitting an entry that failed `MAX_ATTEMPTS` times, reporting it with its log instead (until asked to retry it:
+`retry_failed`, once its cause is fixed).
 
 Slurm's accounting (`sacct`, which needs slurmdbd) is not required: an entry is done or failed by the
 result file submitit writes when its function returns or raises, pending or running by `squeue`, and
@@ -121,7 +122,7 @@ class EntryState(Record):
 
     @property
     def finished(self) -> bool:
-        """Done, or failed and not to be resubmitted."""
+        """Done, or failed and not to be resubmitted unless asked (`submit(retry_failed=True)`)."""
         return self.state == "done" or (self.state == "failed" and self.attempts >= MAX_ATTEMPTS)
 
 
@@ -219,8 +220,10 @@ def result(folder: Path, name: str) -> Any:
     return value
 
 
-def submit(folder: Path, entries: Sequence[Entry], *, executor: Executor = "slurm") -> list[EntryState]:
-    """Submit every entry that is neither done, queued, running, nor failed `MAX_ATTEMPTS` times; return all states.
+def submit(folder: Path, entries: Sequence[Entry], *, executor: Executor = "slurm",
+           retry_failed: bool = False) -> list[EntryState]:
+    """Submit every entry that is neither done, queued, running, nor failed `MAX_ATTEMPTS` times (with `retry_failed`,
+    also one that did: once more, its cause fixed); return all states.
 
     On Slurm this returns once the arrays are queued; locally it returns once every entry has run.
     Two `submit` calls on one folder at once submit each entry once (a lock on the folder).
@@ -235,7 +238,8 @@ def submit(folder: Path, entries: Sequence[Entry], *, executor: Executor = "slur
         queue = _queue() if executor == "slurm" or any(a.executor == "slurm" for r in records.values()
                                                        for a in r.attempts[-1:]) else {}
         states = {name: _state(folder, r, queue) for name, r in records.items()}
-        todo = [e for e in entries if states[e.name].state in ("not submitted", "failed") and not states[e.name].finished]
+        todo = [e for e in entries if states[e.name].state == "not submitted"
+                or (states[e.name].state == "failed" and (retry_failed or not states[e.name].finished))]
         if executor == "local":
             for e in todo:
                 _run_local(folder, e, records[e.name])
@@ -315,7 +319,8 @@ def describe(states: Sequence[EntryState]) -> str:
         lines.append(f"{s.name}: {s.state}{job}" + (f": {s.detail}" if s.detail else ""))
         if s.state == "failed":
             if s.attempts >= MAX_ATTEMPTS:
-                lines.append(f"  failed {s.attempts} times: not resubmitted; see {s.log}")
+                lines.append(f"  failed {s.attempts} times: not resubmitted; see {s.log}; once its cause is fixed, "
+                             "the same command with --retry-failed resubmits it")
             else:
                 lines.append(f"  log {s.log}; the same command again resubmits it")
             lines.extend("  | " + ln for ln in s.log_tail.rstrip().splitlines()[-15:])

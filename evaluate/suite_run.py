@@ -170,10 +170,11 @@ class Submitted(Record):
 
 
 def submit_suite(suite: Suite, release: str, version: str, out_dir: Path, *, store: str | None = None,
-                 previous: Path | None = None, report: bool = True,
-                 executor: cluster.Executor = "slurm") -> list[cluster.EntryState]:
+                 previous: Path | None = None, report: bool = True, executor: cluster.Executor = "slurm",
+                 retry_failed: bool = False) -> list[cluster.EntryState]:
     """Every entry as a job with its resources (returns once queued); an entry done is not submitted again, one
-    cancelled, killed or failed is (up to `cluster.MAX_ATTEMPTS`), and resumes from its folder and the store."""
+    cancelled, killed or failed is (up to `cluster.MAX_ATTEMPTS`, or once more with `retry_failed`), and resumes from
+    its folder and the store."""
     check_suite(suite)
     version = resolved_version(release, version)
     folder = Path(out_dir) / JOBS_DIR
@@ -186,7 +187,7 @@ def submit_suite(suite: Suite, release: str, version: str, out_dir: Path, *, sto
         if job.entry.local and not resources.gpus:  # a CPU job: torch's threads are the cores it asked for
             job = job.model_copy(update={"threads": resources.cpus})
         entries.append(cluster.Entry(job.entry.name, functools.partial(entry_task, job), resources))
-    return cluster.submit(folder, entries, executor=executor)
+    return cluster.submit(folder, entries, executor=executor, retry_failed=retry_failed)
 
 
 def _submitted(out_dir: Path) -> Submitted:

@@ -117,6 +117,11 @@ def test_a_job_that_fails_twice_is_reported_with_its_log_and_not_submitted_again
     assert third.job_id == twice.job_id and third.attempts == 2  # not submitted a third time
     shown = cluster.describe([third])
     assert f"failed 2 times: not resubmitted; see {twice.log}" in shown and "no such model: /models/missing" in shown
+    assert "with --retry-failed resubmits it" in shown
+    forced = cluster.submit(folder, entries, retry_failed=True)[0]  # asked to: once more
+    assert forced.attempts == 3 and forced.job_id != twice.job_id
+    assert cluster.wait(folder, poll_s=0.5, timeout_s=300)[0].finished
+    assert cluster.submit(folder, entries)[0].attempts == 3
 
 
 def test_the_local_executor_runs_the_same_entries_here_and_status_reads_them_alike(tmp_path):

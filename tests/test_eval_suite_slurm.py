@@ -1,7 +1,8 @@
 """`builder eval suite run --executor slurm`: a suite of the toy model as jobs on the real single-node Slurm of the
 `slurm` fixture, driven as docs/cluster.md ("A suite on Slurm") drives it: submitted, watched with `suite status`,
 collected, and compared with `--executor local`; a job cancelled with `scancel` and the suite run again; an entry
-that fails, named with its log. The jobs are CPU jobs on the toy model, with one or two methods and languages.
+that fails, named with its log, submitted again by the same command once, then only with `--retry-failed`. The jobs
+are CPU jobs on the toy model, with one or two methods and languages.
 """
 
 from __future__ import annotations
@@ -209,7 +210,8 @@ models:
 
 
 @pytest.mark.slurm
-def test_an_entry_that_fails_is_named_by_suite_status_with_its_log(slurm, release, toy_dir, tmp_path):
+def test_an_entry_that_fails_is_named_with_its_log_and_after_two_failures_resubmitted_only_when_asked(
+        slurm, release, toy_dir, tmp_path):
     (tmp_path / "not-a-model").mkdir()  # exists (the suite file is accepted) but holds no model: the job fails
     path = write_suite(tmp_path / "suite.yaml", f"""methods: [direct]
 langs: [en]
@@ -219,8 +221,9 @@ models:
     folder: ./not-a-model
 """)
     out = tmp_path / "results"
-    cli("run", path, "--release", release, "--version", VERSION, "--no-report", "--out", out,
-        "--store", tmp_path / "scores.sqlite", "--executor", "slurm")
+    run = ["run", path, "--release", release, "--version", VERSION, "--no-report", "--out", out,
+           "--store", tmp_path / "scores.sqlite", "--executor", "slurm"]
+    cli(*run)
     shown = until_finished(out)
     assert cli("status", out, ok=False).output == shown  # exit 1: an entry failed
     log = next((out / ".jobs" / "jobs").glob("*_log.err"))
@@ -228,3 +231,24 @@ models:
     assert "broken: failed" in shown and "no config.json" in shown  # the error, from the log's tail
     assert "EntryFailed" in log.read_text()
     assert "not every entry is done (broken failed)" in " ".join(cli("collect", out, ok=False).output.split())
+
+    # The same command again: submitted once more, and failed again; then only reported, with the way to force a retry.
+    twice = " ".join(cli(*run, "--wait", ok=False).output.split())
+    assert "broken failed 2 times and is not resubmitted" in twice and "with --retry-failed resubmits it" in twice
+    assert "no config.json" in twice  # its log's tail, shown above the message
+    logs = set((out / ".jobs" / "jobs").glob("*_log.err"))
+    assert len(logs) == 2 and attempts(out, "broken") == 2
+    again = " ".join(cli(*run, "--wait", ok=False).output.split())
+    assert "broken failed 2 times and is not resubmitted" in again
+    assert set((out / ".jobs" / "jobs").glob("*_log.err")) == logs and attempts(out, "broken") == 2  # no third job
+    assert "broken: failed" in cli("status", out, ok=False).output
+    forced = " ".join(cli(*run, "--retry-failed", "--wait", ok=False).output.split())
+    assert attempts(out, "broken") == 3 and len(set((out / ".jobs" / "jobs").glob("*_log.err"))) == 3
+    assert "broken failed 3 times and is not resubmitted" in forced
+    assert "--retry-failed is for --executor slurm" in " ".join(
+        cli(*run[:-2], "--retry-failed", ok=False).output.split())  # a local run runs every entry not done anyway
+
+
+def attempts(out: Path, name: str) -> int:
+    """How many jobs were submitted for the entry, as its record in DIR/.jobs says."""
+    return len(json.loads((out / ".jobs" / "entries" / f"{name}.json").read_text())["attempts"])

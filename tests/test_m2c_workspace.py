@@ -248,6 +248,33 @@ def test_llm_proposes_only_the_missing_forms_and_a_rerun_asks_nothing(ws, server
     assert needs(ws, "de", root) == [] and _fill(ws, server, root).proposed == 0 and server.stats.calls == calls
 
 
+@pytest.mark.both_databases
+def test_two_workers_filling_one_language_send_side_by_side_and_no_request_twice(ws, server, tmp_path):
+    """A worker that comes to a chunk another worker is sending goes on to the next one, and waits for the other's
+    reply only once no chunk is left: two workers of two requests each keep four in flight, not two."""
+    root = tmp_path / "templates"
+    (root / "de").mkdir(parents=True)
+    lemmas = ", ".join(f"Raum{i:02d}: {('MASC', 'FEM', 'NEUT')[i % 3]}" for i in range(40))  # four requests' worth
+    (root / "de" / "spatial.yaml").write_text(TEMPLATE.replace("{Tisch: MASC, Lampe: FEM, Bett: NEUT}", f"{{{lemmas}}}"))
+    LLMCache.of_workspace(ws).record_mode(server.base_url, "standin-translator", "json_schema", {})
+    server.latency_s = 0.5  # each reply takes long enough for both workers to be sending before the first comes
+    todo = needs(ws, "de", root)
+
+    async def go():
+        clients = [LLMClient(LLMCache.of_workspace(ws), settings_for(server, concurrency=2)) for _ in range(2)]
+        try:
+            await asyncio.gather(*(propose_forms(ws, c, registry(ws)["de"], todo) for c in clients))
+        finally:
+            for c in clients:
+                await c.aclose()
+        return clients
+
+    clients = asyncio.run(go())
+    assert [c.stats.sent for c in clients] == [2, 2] and server.stats.peak_in_flight == 4
+    assert set(server.stats.prompts.values()) == {1} and set(server.stats.requested.values()) == {1}
+    assert len(_forms(ws)) == 2 * 40 and ws.count(t.llm_claims) == 0
+
+
 def test_a_blank_form_is_asked_again_then_flagged(ws, server, tmp_path):
     import_unimorph(ws, _table(tmp_path), "de")
     server.lexicon.inflections[("de", "Bett", "PL.DAT")] = " "

@@ -255,6 +255,8 @@ def suite_run_cmd(
                                  "resources, submitted from a login node (returns at once; see `suite status`, "
                                  "`suite collect`; the same command again resubmits what died)"),
     wait: bool = typer.Option(False, "--wait", help="With --executor slurm: wait for the jobs, then collect"),
+    retry_failed: bool = typer.Option(False, "--retry-failed", help="With --executor slurm: submit again also the "
+                                      "entries that failed twice, which the same command otherwise only reports"),
 ) -> None:
     """Evaluate every model of SUITE_FILE into DIR/<name>/, as `builder eval run` would, computing only what the score
     store does not hold; exit 1 when an entry failed."""
@@ -266,6 +268,8 @@ def suite_run_cmd(
     if executor == "slurm" and (jobs > 1 or devices):
         fail("--jobs and --devices are for --executor local: on Slurm each entry is a job of its own, given what its "
              "resources in the suite file ask for")
+    if executor == "local" and retry_failed:
+        fail("--retry-failed is for --executor slurm: a local run runs again every entry that is not done")
 
     suite = load_suite(suite_file)  # a bad file is refused before anything is loaded
     chosen = [d.strip() for d in (devices or "").split(",") if d.strip()] or None
@@ -285,7 +289,7 @@ def suite_run_cmd(
                   "of the missing texts; neuro always recomputes its hidden states)")
         return
     if executor == "slurm":
-        _submit_suite(suite, release, version, out_dir, store, previous, report, wait)
+        _submit_suite(suite, release, version, out_dir, store, previous, report, wait, retry_failed)
         return
     with progress(err, disable=jobs > 1) as show:
         outcomes = run_suite(suite, release, version, out_dir, store=store, jobs=jobs, devices=chosen, previous=previous,
@@ -300,20 +304,23 @@ def suite_run_cmd(
 
 
 def _submit_suite(suite, release: str, version: str, out_dir: Path, store: str | None, previous: Path | None,
-                  report: bool, wait: bool) -> None:
+                  report: bool, wait: bool, retry_failed: bool) -> None:
     from builder import cluster
     from evaluate.suite_run import JOBS_DIR, submit_suite
 
-    states = submit_suite(suite, release, version, out_dir, store=store, previous=previous, report=report)
+    states = submit_suite(suite, release, version, out_dir, store=store, previous=previous, report=report,
+                          retry_failed=retry_failed)
     out.print(cluster.describe(states), highlight=False, markup=False)
     if not wait:
         out.print(f"submitted: builder eval suite status {out_dir}, then builder eval suite collect {out_dir}",
                   highlight=False, markup=False)
         return
     states = cluster.wait(out_dir / JOBS_DIR)
-    if any(s.state == "failed" for s in states):
+    if failed := [s for s in states if s.state == "failed"]:
         out.print(cluster.describe(states), highlight=False, markup=False)
-        fail("an entry failed: the same command again resubmits it")
+        fail("; ".join(f"{s.name} failed {s.attempts} times and is not resubmitted (its log is above): once its cause is "
+                       "fixed, the same command with --retry-failed resubmits it" if s.finished else
+                       f"{s.name} failed: the same command again resubmits it" for s in failed))
     _collect(out_dir)
 
 

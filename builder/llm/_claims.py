@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 
 from builder.llm._errors import Elsewhere
 from builder.llm._records import Records
@@ -12,6 +14,22 @@ from builder.llm.cache import LLMCache, Worker
 
 CLAIM_MARGIN_S = 30.0  # a claim lasts one time-out and this (clock skew between workers' machines, database latency)
 CLAIM_POLL_MAX_S = 1.0  # how often, at most, a worker waiting on another's claim looks for its reply
+_skipping: ContextVar[bool] = ContextVar("skipping_claimed", default=False)
+
+
+class ClaimedElsewhere(Exception):
+    """Another worker is sending the request, and the caller has other work to do meanwhile (`skipping_claimed`)."""
+
+
+@contextmanager
+def skipping_claimed() -> Iterator[None]:
+    """Within it, a first request another worker is sending raises `ClaimedElsewhere` instead of waiting for its reply:
+    a worker that has other requests to send sends those first, so that N workers send N times as many at once."""
+    token = _skipping.set(True)
+    try:
+        yield
+    finally:
+        _skipping.reset(token)
 
 
 class Claims:
@@ -33,12 +51,13 @@ class Claims:
             return False
         return True
 
-    async def once(self, key: str, send: Callable[[], Awaitable[Got]]) -> Got:
+    async def once(self, key: str, send: Callable[[], Awaitable[Got]], *, first: bool = False) -> Got:
         """Send a request once among the workers.
 
         `send` posts with the request's claim (storing the reply ends it); while another worker holds
         the claim this one waits for that worker's reply, or takes the claim over when that worker died
-        or its lease ran out.
+        or its lease ran out. A `first` request (not a re-ask) raises `ClaimedElsewhere` instead of
+        waiting, within `skipping_claimed`.
         """
         waits = 0
         while True:
@@ -49,6 +68,8 @@ class Claims:
                 if hit is not None:
                     self.stats.cache_hits += 1
                     return hit
+                if first and _skipping.get():
+                    raise ClaimedElsewhere(key) from None
                 await asyncio.sleep(min(CLAIM_POLL_MAX_S, 0.05 * 2**waits))
                 waits += 1
             except BaseException:  # failed or cancelled: another worker may try it

@@ -37,7 +37,7 @@ from pydantic import BaseModel, ValidationError
 
 from builder.llm import endpoint
 from builder.llm._batches import BATCH_ATTEMPTS, Batches
-from builder.llm._claims import Claims
+from builder.llm._claims import ClaimedElsewhere, Claims, skipping_claimed
 from builder.llm._errors import CacheMissError, LLMError, Refused, RequestFailed
 from builder.llm._records import Records
 from builder.llm._structured import StructuredMode
@@ -234,7 +234,7 @@ class LLMClient:
                 self.stats.reasks += 1
                 req = req.followup(text, followup_message(problems, field_name, instruction))
             try:
-                got = await self._reply_text(req, schema)
+                got = await self._reply_text(req, schema, first=not attempt)
             except RequestFailed as exc:
                 problems = dict.fromkeys(todo, ItemProblem("failed", exc.reason))
                 break
@@ -295,22 +295,34 @@ class LLMClient:
 
         Chunks are cut in order from `items`, so a run with the same limits rebuilds the same requests
         (and finds them in the cache). `ask` sends one chunk and returns its outcome (None: nothing of it
-        was wanted). A reply that dropped at least half of its chunk lowers the items per request
-        (`note_outcome`); the items it dropped then go back to be asked again in chunks of the new size.
+        was wanted). A chunk whose request another worker is sending (processes on one PostgreSQL
+        workspace) is put aside, whole, until no chunk is left to cut: then its reply is waited for. A
+        reply that dropped at least half of its chunk lowers the items per request (`note_outcome`); the
+        items it dropped then go back to be asked again in chunks of the new size.
         """
         todo = deque(items)
+        elsewhere: deque[list[X]] = deque()  # chunks another worker was sending when this one came to them
 
         async def worker(n: int) -> None:
-            while todo and n < self.concurrency:  # a worker beyond a lowered limit takes no more chunks
-                chunk = [todo.popleft() for _ in range(min(self.items_per_request, len(todo)))]
-                outcome = await ask(chunk)
+            while (todo or elsewhere) and n < self.concurrency:  # a worker beyond a lowered limit takes no more chunks
+                if todo:
+                    chunk = [todo.popleft() for _ in range(min(self.items_per_request, len(todo)))]
+                    try:
+                        with skipping_claimed():
+                            outcome = await ask(chunk)
+                    except ClaimedElsewhere:
+                        elsewhere.append(chunk)
+                        continue
+                else:
+                    chunk = elsewhere.popleft()
+                    outcome = await ask(chunk)
                 if outcome is None or outcome.deferred:
                     continue
                 self.note_outcome(outcome)
                 if len(chunk) > self.items_per_request:
                     todo.extend(x for x in chunk if item_id(x) in outcome.flags and outcome.flags[item_id(x)].kind in DROPPED)
 
-        while todo:  # items dropped back after the workers beyond a lowered limit stopped
+        while todo or elsewhere:  # items dropped back after the workers beyond a lowered limit stopped
             await asyncio.gather(*(worker(n) for n in range(self.concurrency)))
 
     def note_outcome(self, outcome: ItemsOutcome) -> None:
@@ -334,8 +346,9 @@ class LLMClient:
 
     # -- sending ------------------------------------------------------------------------------------
 
-    async def _reply_text(self, req: Request, schema: type[BaseModel]) -> Got | None:
-        """A structured request's reply, from the cache or the endpoint; None when deferred."""
+    async def _reply_text(self, req: Request, schema: type[BaseModel], *, first: bool = False) -> Got | None:
+        """A structured request's reply, from the cache or the endpoint; None when deferred. `first`: not a re-ask
+        (see `Claims.once`)."""
         await self.named_model()
         key = self.key(req, schema)
         cached = self._records.cached(key)
@@ -366,7 +379,7 @@ class LLMClient:
                 call_id = self._records.store(key, req, response, latency, self.source, mode_of(body), body["max_tokens"])
                 return self._records.got(response, call_id)
 
-        return await self._claims.once(key, send)
+        return await self._claims.once(key, send, first=first)
 
     def _wire_body(self, req: Request, schema: type[BaseModel], mode: Mode) -> dict:
         wire = strict_schema(schema)

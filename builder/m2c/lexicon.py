@@ -28,7 +28,7 @@ from builder.m2c.language import Grammar, available, load_language, unimorph_lan
 from builder.m2c.nodes import Lexeme
 from builder.m2c.template_files import LexiconRef
 from builder.workspace import schema as t
-from builder.workspace.store import Workspace, now
+from builder.workspace.store import Workspace, now, upsert_ignore
 
 
 class NoLexemes(TemplateError):
@@ -228,8 +228,8 @@ def withdraw_fills(ws: Workspace, lang_code: str, lemma: str) -> int:
 
 def store_proposed_forms(conn: Connection, lang: str, lemma: str, forms: dict[str, str], call_id: str) -> int:
     """The LLM's forms for a lemma (bundle -> form), stored as proposed with their call, in the caller's
-    transaction; a bundle already proposed or verified is never stored twice, a rejected one is proposed
-    afresh. Returns how many were stored."""
+    transaction; a bundle already proposed or verified is never stored twice (nor when workers on one workspace
+    store one reply at once), a rejected one is proposed afresh. Returns how many were stored."""
     ts = now()
     stored = 0
     c = t.lexicon_forms.c
@@ -239,12 +239,10 @@ def store_proposed_forms(conn: Connection, lang: str, lemma: str, forms: dict[st
                       reviewer=None, comment="", verified_at=None, created_at=ts)
         old = existing.get(bundle)
         if old is None:
-            conn.execute(t.lexicon_forms.insert().values(lang=lang, lemma=lemma, pos="", features=bundle, **values))
+            stored += upsert_ignore(conn, t.lexicon_forms, [dict(lang=lang, lemma=lemma, pos="", features=bundle, **values)])
         elif old.status == "rejected":
             conn.execute(t.lexicon_forms.update().where(c.id == old.id).values(**values))
-        else:
-            continue  # stored meanwhile (a resumed run): never twice
-        stored += 1
+            stored += 1
     return stored
 
 

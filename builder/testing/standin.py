@@ -247,6 +247,7 @@ class ServerCounts:
     repeats: int = 0  # requests that asked again for an item already answered
     followups: int = 0  # chat requests that continue a conversation after our reply (re-asks)
     requested: Counter = field(default_factory=Counter)
+    prompts: Counter = field(default_factory=Counter)  # a request's messages (their sha256) -> times answered
     in_flight: int = 0  # requests being answered (not held)
     probes: int = 0  # structured requests that ask for no items (a client finding out what it may ask)
     refused: Counter = field(default_factory=Counter)  # response format type -> requests refused for it
@@ -350,6 +351,10 @@ class StandinServer:
         fmt = body.get("response_format") or {}
         if _probe(body):
             return self._completion(body, json.dumps(_instance(fmt.get("schema") or fmt.get("json_schema", {}).get("schema"))))
+        if count:
+            digest = hashlib.sha256(json.dumps(body["messages"], sort_keys=True).encode()).hexdigest()
+            with self._lock:
+                self.stats.prompts[digest] += 1
         if not _BLOCK.search(first):
             return self._completion(body, self.lexicon.reply(body["messages"][-1]["content"]))
         block = json.loads(_BLOCK.search(first).group(1))
