@@ -61,9 +61,10 @@ def _strip_punct(text: str) -> str:
     return "".join(out)
 
 
-def normalise(text: str, language: Grammar | None = None, *, numbers: bool = False) -> str:
-    """NFC, case-folded, punctuation and symbols as spaces, digits in ASCII, Arabic vowel marks dropped,
-    single spaces; with `numbers`, number words of the language become digits."""
+def match_key(text: str, language: Grammar | None = None, *, numbers: bool = False) -> str:
+    """The form in which a reply and an answer are compared: NFC, case-folded, punctuation and symbols as
+    spaces, digits in ASCII, Arabic vowel marks dropped, single spaces; with `numbers`, number words of the
+    language become digits."""
     text = _strip_punct(unicodedata.normalize("NFC", text).casefold())
     text = " ".join(text.split())
     if numbers and language is not None and language.numbers:
@@ -100,17 +101,17 @@ def validate(reply: str, test: Any, language: str | Grammar) -> Verdict:
     golds = [answer, *(a for a in alternatives if not a.startswith("re:"))]
     if reply.strip() == answer.strip():
         return Verdict(correct=True, morphological_error=False, matched=answer, how="exact")
-    r = normalise(reply, lang)
+    r = match_key(reply, lang)
     for i, gold in enumerate(golds):
-        if normalise(gold, lang) == r:
+        if match_key(gold, lang) == r:
             return Verdict(correct=True, morphological_error=False, matched=gold, how="normalised" if i == 0 else "alternative")
     for form in forms:
-        if normalise(form, lang) == r:
+        if match_key(form, lang) == r:
             return Verdict(correct=False, morphological_error=True, matched=form, how="morphological")
     wrong = any(p.search(r) for p in lang.replies.wrong)
-    rn = normalise(reply, lang, numbers=True)
+    rn = match_key(reply, lang, numbers=True)
     for gold in golds:
-        if normalise(gold, lang, numbers=True) == rn:
+        if match_key(gold, lang, numbers=True) == rn:
             if wrong:
                 return Verdict(correct=False, morphological_error=True, matched=gold, how="morphological")
             return Verdict(correct=True, morphological_error=False, matched=gold, how="numeral")
@@ -136,7 +137,7 @@ def _tokens(text: str, lang: Grammar, numbers: bool) -> list[list[str]]:
     out = []
     pieces = "".join("\n" if unicodedata.category(ch)[0] in "PS" else ch for ch in unicodedata.normalize("NFC", text))
     for piece in pieces.split("\n"):
-        words = normalise(piece, lang, numbers=numbers).split()
+        words = match_key(piece, lang, numbers=numbers).split()
         if not lang.spaced:
             words = [ch for w in words for ch in (re.findall(r"\d+|\D", w))]
         if words:
