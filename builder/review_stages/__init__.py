@@ -140,6 +140,7 @@ class ReviewStage:
     # The items waiting for a curator in a language whether or not the stage has a project there (the next steps ask
     # for a push of those no curators dispute); None: those its project counts `pending`, once it has one.
     waiting: Callable[[Workspace, str], Collection[str]] | None = None
+    released_in: Literal["pairs", "m2c"] | None = None  # the released rows it decides: their card reports its agreement
 
     def leaves_text(self, decision: str | None) -> bool:
         """Whether `decision` keeps a text of the curator's: a version of the item an adjudicator may take."""

@@ -60,7 +60,7 @@ def waiting(ws: Workspace, lang: str) -> set[str]:
 
 register(ReviewStage(
     name="translation", adjudication="adjudication", made_on="proposal", tasks=translation_tasks, edit=edit,
-    pending=pending, waiting=waiting, decide=reviews.decide_translations, every_pull=True, textual=("accept", "corrected"),
+    pending=pending, waiting=waiting, released_in="pairs", decide=reviews.decide_translations, every_pull=True, textual=("accept", "corrected"),
     versions=lambda opinion: {"translation": opinion.final_text},
     decisions={
         "accept": "the draft is right as it stands; do not edit it",
