@@ -36,7 +36,7 @@ from builder.m2c.language import Grammar, load_language
 How = Literal["exact", "normalised", "alternative", "numeral", "regex", "sentence", "morphological", "miss"]
 
 
-class Verdict(BaseModel):
+class ReplyVerdict(BaseModel):
     correct: bool
     morphological_error: bool
     matched: str | None
@@ -90,7 +90,7 @@ def _get(test: Any, key: str):
     return test[key] if isinstance(test, Mapping) else getattr(test, key)
 
 
-def validate(reply: str, test: Any, language: str | Grammar) -> Verdict:
+def validate(reply: str, test: Any, language: str | Grammar) -> ReplyVerdict:
     """Judge a reply against a test (an `M2CTest` or a release row with answer, alternatives, answer_forms
     and question)."""
     lang = load_language(language) if isinstance(language, str) else language
@@ -100,24 +100,24 @@ def validate(reply: str, test: Any, language: str | Grammar) -> Verdict:
     regexes = [a[3:] for a in alternatives if a.startswith("re:")]
     golds = [answer, *(a for a in alternatives if not a.startswith("re:"))]
     if reply.strip() == answer.strip():
-        return Verdict(correct=True, morphological_error=False, matched=answer, how="exact")
+        return ReplyVerdict(correct=True, morphological_error=False, matched=answer, how="exact")
     r = match_key(reply, lang)
     for i, gold in enumerate(golds):
         if match_key(gold, lang) == r:
-            return Verdict(correct=True, morphological_error=False, matched=gold, how="normalised" if i == 0 else "alternative")
+            return ReplyVerdict(correct=True, morphological_error=False, matched=gold, how="normalised" if i == 0 else "alternative")
     for form in forms:
         if match_key(form, lang) == r:
-            return Verdict(correct=False, morphological_error=True, matched=form, how="morphological")
+            return ReplyVerdict(correct=False, morphological_error=True, matched=form, how="morphological")
     wrong = any(p.search(r) for p in lang.replies.wrong)
     rn = match_key(reply, lang, numbers=True)
     for gold in golds:
         if match_key(gold, lang, numbers=True) == rn:
             if wrong:
-                return Verdict(correct=False, morphological_error=True, matched=gold, how="morphological")
-            return Verdict(correct=True, morphological_error=False, matched=gold, how="numeral")
+                return ReplyVerdict(correct=False, morphological_error=True, matched=gold, how="morphological")
+            return ReplyVerdict(correct=True, morphological_error=False, matched=gold, how="numeral")
     for pattern in regexes:
         if re.fullmatch(pattern, reply.strip(), re.I) or re.fullmatch(pattern, r, re.I):
-            return Verdict(correct=True, morphological_error=False, matched="re:" + pattern, how="regex")
+            return ReplyVerdict(correct=True, morphological_error=False, matched="re:" + pattern, how="regex")
     question = test.get("question") if isinstance(test, Mapping) else getattr(test, "question", "")
     context = (test.get("context") if isinstance(test, Mapping) else getattr(test, "context", "")) or ""
     if question:  # the longest answer the sentence states decides ("He was a engineer": not "engineer"), then
@@ -127,9 +127,9 @@ def validate(reply: str, test: Any, language: str | Grammar) -> Verdict:
         if found:
             *_, right, c = max(found, key=lambda x: x[:3])
             if right and not wrong:
-                return Verdict(correct=True, morphological_error=False, matched=c, how="sentence")
-            return Verdict(correct=False, morphological_error=True, matched=c, how="morphological")
-    return Verdict(correct=False, morphological_error=False, matched=None, how="miss")
+                return ReplyVerdict(correct=True, morphological_error=False, matched=c, how="sentence")
+            return ReplyVerdict(correct=False, morphological_error=True, matched=c, how="morphological")
+    return ReplyVerdict(correct=False, morphological_error=False, matched=None, how="miss")
 
 
 def _tokens(text: str, lang: Grammar, numbers: bool) -> list[list[str]]:
