@@ -125,7 +125,7 @@ def state_dir(workspace: Path) -> Path:
     return workspace / "label-studio"
 
 
-def data_dir(workspace: Path) -> Path:
+def label_studio_data(workspace: Path) -> Path:
     """The workspace's Label Studio data directory, as an absolute path (what `server.json` records)."""
     return (state_dir(workspace) / "data").resolve()
 
@@ -250,7 +250,7 @@ def serve(
         return running
     exe = ensure_installed(log=log)
     sdir = state_dir(workspace)
-    data = data_dir(workspace)
+    data = label_studio_data(workspace)
     if not (data / "label_studio.sqlite3").exists():
         shutil.copytree(migrated_template(log=log), data, dirs_exist_ok=True, ignore=shutil.ignore_patterns(".env"))
         _write_secret(data / ".env", f"SECRET_KEY={secrets.token_urlsafe(50)}\n")  # never shared between workspaces
@@ -314,7 +314,7 @@ def _own_record(workspace: Path, log=print) -> dict | None:
     if not path.is_file():
         return None
     info = json.loads(path.read_text())
-    data = data_dir(workspace)
+    data = label_studio_data(workspace)
     recorded = info.get("data_dir")
     if recorded not in (None, str(data)):
         log(f"{path} is the record of the Label Studio serving {recorded} (pid {info['pid']}, {info['url']}); "
@@ -333,7 +333,7 @@ def _running(workspace: Path, log=print) -> Connection | None:
         return None
     if _healthy(info["url"]):
         return Connection(info["url"], (state_dir(workspace) / "token").read_text().strip(),
-                          server_identity(data_dir(workspace)))
+                          server_identity(label_studio_data(workspace)))
     (state_dir(workspace) / "server.json").unlink()
     return None
 

@@ -3,7 +3,7 @@
 A `BuilderError` is a missing or damaged file, a bad value, a server that does not answer: its message
 says what is wrong and what to do, and the command line shows it as one line. Any other exception is
 a bug and shows its traceback (`builder --debug` shows it for a `BuilderError` too). Each library
-keeps its own subclasses where callers tell failures apart (`WorkspaceError`, `StoreError`, `LLMError`, …).
+keeps its own subclasses where callers tell failures apart (`WorkspaceError`, `ReleaseStoreError`, `LLMError`, …).
 """
 
 from __future__ import annotations

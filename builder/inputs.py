@@ -6,7 +6,7 @@ no text should hold (control characters but tab and line breaks, lone surrogates
 inside the text) and for a sane length, and the caller's error names file, line and field. A name
 that becomes an id (an English concept or property, a code) may hold no invisible character either
 (zero-width space or joiner, bidirectional marks, soft hyphen: Unicode's format characters): two
-names that look the same would otherwise be two ids. `records.normalise` drops them too (`visible`),
+names that look the same would otherwise be two ids. `records.english_key` drops them too (`visible`),
 so that no other way in can tell such names apart.
 """
 

@@ -185,18 +185,16 @@ def _writing(ws: Workspace, lang: str, stale: Collection[str], writable: int) ->
 
 
 def _review_steps(ws: Workspace, reads: _Reads, projects: dict) -> list[Step]:
-    """Items waiting for curators, stage by stage (translations: proposals neither verified nor rejected; the
-    judge's verdicts: its flags no curator has decided; the others: their project's pending tasks), and
-    disagreements waiting for an adjudicator. A disputed item waits for the adjudicator alone: the curators'
-    push has nothing to send for it."""
+    """Items waiting for curators, stage by stage (those its record says wait, or else its project's pending
+    ones), and disagreements waiting for an adjudicator. A disputed item waits for the adjudicator alone: the
+    curators' push has nothing to send for it."""
     steps = []
     lang = reads.lang
     for record in stages():
         stage, adjudication = record.names()
         row = projects.get((stage, lang))
         disputed = set(reviews.disagreements(ws, lang, stage)) if row and row.get("disagreements") else set()
-        pending = (len(reads.proposed - reads.verified - set(reads.rejected_items) - disputed) if stage == "translation"
-                   else len(set(reviews.judge_pending(ws, lang)) - disputed) if stage == "judge"
+        pending = (len(set(record.waiting(ws, lang)) - disputed) if record.waiting
                    else row.get("pending", 0) - len(disputed) if row else 0)
         if pending:
             steps.append(Step(lang=lang, stage=stage, what=f"{pending} {stage} item(s) wait for curators (new and changed "

@@ -23,9 +23,9 @@ PromptVariant = Literal["paper", "corrected"]  # which of a language's meta prom
 PROMPT_VARIANTS: tuple[str, ...] = ("paper", "corrected")
 
 
-def normalise(text: str) -> str:
-    """Canonical form of English source text used for ids: NFC, invisible characters dropped (`inputs.visible`),
-    trimmed, single spaces, lower case."""
+def english_key(text: str) -> str:
+    """The form of English source text that ids derive from and names are matched on: NFC, invisible characters
+    dropped (`inputs.visible`), trimmed, single spaces, lower case."""
     return " ".join(visible(unicodedata.normalize("NFC", text)).split()).casefold()
 
 
@@ -34,11 +34,11 @@ def _digest(*parts: str) -> str:
 
 
 def concept_id(english: str) -> str:
-    return "c_" + _digest("concept", normalise(english))
+    return "c_" + _digest("concept", english_key(english))
 
 
 def property_id(english: str) -> str:
-    return "p_" + _digest("property", normalise(english))
+    return "p_" + _digest("property", english_key(english))
 
 
 def pair_id(property_: str, acceptable: str, unacceptable: str) -> str:

@@ -30,8 +30,8 @@ from builder.records import (
     SeedTranslation,
     VerifiedWord,
     concept_id,
+    english_key,
     group_id,
-    normalise,
     pair_id,
     property_id,
 )
@@ -194,7 +194,7 @@ def _plan_comps(rows: list[Row], plan: ImportPlan, source: str) -> None:
         if any(v is None for v in vals.values()):
             continue
         prop, acc, unacc = vals["property"], vals["acceptable_concept"], vals["unacceptable_concept"]
-        if normalise(acc) == normalise(unacc):
+        if english_key(acc) == english_key(unacc):
             plan.problems.append(f"{row.where('unacceptable_concept')}: same concept as acceptable_concept")
             continue
         pid = pair_id(prop, acc, unacc)
@@ -243,9 +243,9 @@ def _plan_seeds(rows: list[Row], plan: ImportPlan, known_langs: dict, existing: 
     """existing: kind -> {normalised english -> id} from the workspace, merged with this import."""
     ids = {"concept": dict(existing.get("concept", {})), "property": dict(existing.get("property", {}))}
     for c in plan.concepts.values():
-        ids["concept"][normalise(c["english"])] = c["id"]
+        ids["concept"][english_key(c["english"])] = c["id"]
     for p in plan.properties.values():
-        ids["property"][normalise(p["english"])] = p["id"]
+        ids["property"][english_key(p["english"])] = p["id"]
     by_id = {i: k for k, m in ids.items() for i in m.values()}
     seen: dict[tuple[str, str, str], str] = {}
     for row in rows:
@@ -277,7 +277,7 @@ def _plan_seeds(rows: list[Row], plan: ImportPlan, known_langs: dict, existing: 
                 continue
             kind = by_id[item]
         else:
-            key = normalise(english)
+            key = english_key(english)
             kinds = [k for k in ((kind,) if kind else ("concept", "property")) if key in ids[k]]
             if not kinds:
                 plan.problems.append(f"{row.where('english')}: no concept or property with English text {english!r}")
@@ -326,9 +326,9 @@ def import_seeds(ws: Workspace, *paths: Path | str) -> ImportSummary:
     for _, rows in parsed["concepts"]:
         _plan_concepts(rows, plan)
     existing = {
-        "concept": {normalise(r["english"]): r["id"] for r in ws.rows(select(t.concepts.c.id, t.concepts.c.english))},
+        "concept": {english_key(r["english"]): r["id"] for r in ws.rows(select(t.concepts.c.id, t.concepts.c.english))},
         "property": {
-            normalise(r["english"]): r["id"] for r in ws.rows(select(t.properties.c.id, t.properties.c.english))
+            english_key(r["english"]): r["id"] for r in ws.rows(select(t.properties.c.id, t.properties.c.english))
         },
     }
     known = langs_mod.registry(ws)

@@ -11,7 +11,7 @@ from pathlib import Path
 from sqlalchemy import func, select
 
 from builder.inputs import InputError, checked
-from builder.records import normalise
+from builder.records import english_key
 from builder.workspace import schema as t
 from builder.workspace.store import Workspace
 
@@ -38,11 +38,11 @@ class Scope:
             names = [checked(ln.strip(), f"{path}:{n}", name=True) for n, ln in lines if ln.strip()]
         else:
             names = [checked(s.strip(), "--properties", name=True) for s in spec.split(",") if s.strip()]
-        known = {normalise(r["english"]): r["id"] for r in ws.rows(select(t.properties.c.id, t.properties.c.english))}
-        missing = [n for n in names if normalise(n) not in known]
+        known = {english_key(r["english"]): r["id"] for r in ws.rows(select(t.properties.c.id, t.properties.c.english))}
+        missing = [n for n in names if english_key(n) not in known]
         if missing:
             raise InputError(f"unknown propert{'y' if len(missing) == 1 else 'ies'}: {', '.join(map(repr, missing))}")
-        return cls(frozenset(known[normalise(n)] for n in names))
+        return cls(frozenset(known[english_key(n)] for n in names))
 
     def pairs(self, ws: Workspace) -> list[dict]:
         stmt = select(t.pairs).order_by(t.pairs.c.id)

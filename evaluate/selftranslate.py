@@ -148,7 +148,8 @@ def options(pair_id: str, acceptable: str, unacceptable: str) -> tuple[str, str]
     return (acceptable, unacceptable) if acceptable_first(pair_id) else (unacceptable, acceptable)
 
 
-def label(pair_id: str, letter: str | None) -> str | None:
+def letter_sentence(pair_id: str, letter: str | None) -> str | None:
+    """The sentence of the pair that option `letter` shows ("acceptable" or "unacceptable"); None for no letter."""
     if letter is None:
         return None
     return "acceptable" if (letter == "A") == acceptable_first(pair_id) else "unacceptable"
@@ -261,7 +262,7 @@ class SelfTranslate:
                            ["negative_type"]).set_index("pair_id")
         opts = {pid: options(pid, rows.at[pid, "acceptable_sentence"], rows.at[pid, "unacceptable_sentence"]) for pid in rows.index}
         replies, letters = self.decide(ctx, [words.instruction.task(*opts[pid]) for pid in rows.index], source)
-        return Original(source, rows, opts, {pid: label(pid, x) for pid, x in zip(rows.index, letters)}, replies)
+        return Original(source, rows, opts, {pid: letter_sentence(pid, x) for pid, x in zip(rows.index, letters)}, replies)
 
     def run(self, ctx: Context, pairs: pd.DataFrame) -> MethodOutput:
         asked = directions(ctx.options.translate_directions, sorted(pairs["lang"].unique()))
@@ -310,7 +311,7 @@ class SelfTranslate:
             src = {pid: o.decisions[pid] for pid in common}
             for cond in CONDITIONS:
                 replies, letters = self.decide(ctx, asked_prompts[cond], source if cond == "X" else target)
-                got = {pid: label(pid, x) for pid, x in zip(common, letters)}
+                got = {pid: letter_sentence(pid, x) for pid, x in zip(common, letters)}
                 item_rows += [{"pair_id": pid, "source": source, "target": target, "condition": cond, "reply": r,
                                "decision": got[pid]} for pid, r in zip(common, replies)]
                 labels += [{"direction": direction, "condition": cond, "label": k, "share": v}

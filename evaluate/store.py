@@ -77,7 +77,7 @@ store_configs = Table(  # what each config digest stands for, for a person readi
 )
 
 
-class StoreError(BuilderError):
+class ScoreStoreError(BuilderError):
     """A score store that cannot be opened."""
 
 
@@ -103,7 +103,7 @@ def store_url(given: str | None) -> str:
         try:
             return db.server_url(given)
         except db.WorkspaceError as exc:
-            raise StoreError(f"--store {given}: {exc}") from exc
+            raise ScoreStoreError(f"--store {given}: {exc}") from exc
     return f"sqlite:///{Path(given).expanduser().resolve()}"
 
 
@@ -153,7 +153,7 @@ class ScoreStore:
             with db.exclusive(engine, folder, f"score store {shown}"):  # two runs making it at once
                 metadata.create_all(engine)
         except (DatabaseError, db.WorkspaceError) as exc:
-            raise StoreError(f"score store {shown} cannot be opened: {getattr(exc, 'orig', None) or exc}") from exc
+            raise ScoreStoreError(f"score store {shown} cannot be opened: {getattr(exc, 'orig', None) or exc}") from exc
         return cls(engine)
 
     @classmethod

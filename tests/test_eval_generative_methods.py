@@ -23,7 +23,7 @@ from evaluate.methods import EvalOptions, resolve
 from evaluate.models import load_model, random_control
 from evaluate.report import build_report
 from evaluate.run import run_evaluation
-from evaluate.selftranslate import LETTERS, acceptable_first, clean_translation, label, source_prompts, table1
+from evaluate.selftranslate import LETTERS, acceptable_first, clean_translation, letter_sentence, source_prompts, table1
 
 NAN = float("nan")
 
@@ -328,7 +328,7 @@ def test_every_method_an_endpoint_can_run_runs_there_with_and_without_score_endp
     st = scored.tables["selftranslate_items"]
     assert set(st["condition"]) == {"original", "I", "X", "T"} and set(st["reply"]) <= set(replies.values())
     asked_in = [s if c in ("original", "X") else t for s, t, c in zip(st["source"], st["target"], st["condition"])]
-    assert list(st["decision"]) == [label(pid, read_answer(r, LETTERS, lang)) for pid, r, lang in
+    assert list(st["decision"]) == [letter_sentence(pid, read_answer(r, LETTERS, lang)) for pid, r, lang in
                                     zip(st["pair_id"], st["reply"], asked_in)]
     learnt = set(learnt_tests(m2c)["test_id"])
     items = scored.tables["m2c_items"]

@@ -17,7 +17,7 @@ from evaluate.page import Page, estimate
 from evaluate.report import build_report, fig2_heatmaps, headline
 from evaluate.results import read_results
 from evaluate.run import run_evaluation
-from evaluate.selftranslate import acceptable_first, label
+from evaluate.selftranslate import acceptable_first, letter_sentence
 
 FIGURES = ("fig2_heatmaps", "fig3_correlations", "fig4_typology", "fig5_layers", "fig6_peak_layer")
 
@@ -126,7 +126,7 @@ def test_a_self_translation_answering_a_to_everything_is_called_constant(results
     results = read_results(results_copy)
     ids = sorted(results.items[results.items["lang"] == "en"]["pair_id"].unique())[:40]
     rows = [{"pair_id": pid, "source": "en", "target": target, "condition": cond, "reply": letter,
-             "decision": label(pid, letter)}
+             "decision": letter_sentence(pid, letter)}
             for pid in ids for target, cond, letter in (("en", "original", "A"), ("de", "T", "A"),
                                                          ("de", "X", "A" if acceptable_first(pid) else "B"))]
     results.tables["selftranslate_items"] = pd.DataFrame(rows)

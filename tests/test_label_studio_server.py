@@ -125,7 +125,7 @@ def test_a_copied_workspace_starts_its_own_server_and_leaves_the_originals_runni
     shutil.copytree(ls_dir, copy)
     said = []
     assert ls_server.stop(copy, log=said.append) is False  # the record it copied names the original's data
-    assert str(ls_server.data_dir(ls_dir)) in said[0] and ls_server.connect(ls_dir).url == original.url
+    assert str(ls_server.label_studio_data(ls_dir)) in said[0] and ls_server.connect(ls_dir).url == original.url
     with pytest.raises(ls_server.ServerError, match="no Label Studio"):
         ls_server.connect(copy, **QUIET)
     own = ls_server.serve(copy, **QUIET)

@@ -17,7 +17,7 @@ from annotation.server import Connection
 from builder.cli import app
 from builder.default_model import gguf_path
 from builder.paths import sample_dir
-from builder.releases.store import ReleaseStore, StoreError
+from builder.releases.store import ReleaseStore, ReleaseStoreError
 from builder.seeds import import_seeds
 from builder.workspace import schema as t
 from builder.workspace.store import WorkspaceError, init_workspace, open_workspace
@@ -111,7 +111,7 @@ def test_damaged_git_objects_name_the_version_and_what_to_do(tmp_path):
     obj = store.root / ".git" / "objects" / blob[:2] / blob[2:]
     obj.chmod(0o644)
     obj.write_bytes(b"garbage")
-    with pytest.raises(StoreError) as info:
+    with pytest.raises(ReleaseStoreError) as info:
         store.read("1.0.0", ["a.txt"])
     assert str(info.value) == (f"version 1.0.0 in {store.root} cannot be read: git objects are damaged (error: unable to "
                                f"unpack {blob} header): restore the store from a backup or another copy of it "

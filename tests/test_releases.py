@@ -28,7 +28,7 @@ from builder.languages import registry
 from builder.llm.cache import LLMCache
 from builder.llm.client import LLMClient
 from builder.paths import sample_dir
-from builder.records import NEGATIVE_TYPES, normalise
+from builder.records import NEGATIVE_TYPES, english_key
 from builder.releases.checks import ReleaseCheckError
 from builder.releases.declarations import UndeclaredLanguageError, from_manifest, released
 from builder.releases.diff import diff, diff_tables
@@ -50,13 +50,13 @@ runner = CliRunner()
 
 
 def demo_properties() -> set[str]:
-    return {normalise(p) for p in (sample_dir() / "demo" / "properties.txt").read_text().splitlines() if p.strip()}
+    return {english_key(p) for p in (sample_dir() / "demo" / "properties.txt").read_text().splitlines() if p.strip()}
 
 
 def property_outside_demo(ws) -> str:
     """A property whose pairs the demo did not generate."""
     inside = demo_properties()
-    return sorted(r["id"] for r in ws.rows(select(t.properties)) if normalise(r["english"]) not in inside)[0]
+    return sorted(r["id"] for r in ws.rows(select(t.properties)) if english_key(r["english"]) not in inside)[0]
 
 
 def generate_with_standin(ws, server, lang: str, property_ids: set[str]) -> None:

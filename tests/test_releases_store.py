@@ -27,7 +27,7 @@ from builder.cli import app
 from builder.releases import layout
 from builder.releases.hub import HubError, upload
 from builder.releases.publish import PublishRequest, publish
-from builder.releases.store import ReleaseStore, StoreError, sha256
+from builder.releases.store import ReleaseStore, ReleaseStoreError, sha256
 from builder.releases.verify import verify
 
 pytest_plugins = ["release_fixtures"]
@@ -356,7 +356,7 @@ def test_a_release_read_from_the_hub_is_checked_against_its_manifest_like_a_loca
     doctored = pa.BufferOutputStream()
     pq.write_table(pa.Table.from_pylist(rows, schema=table.schema), doctored)
     files[parquet] = doctored.getvalue().to_pybytes()
-    with pytest.raises(StoreError, match=f"{parquet} in version 1.0.0 of org/xcomps does not match its checksum"):
+    with pytest.raises(ReleaseStoreError, match=f"{parquet} in version 1.0.0 of org/xcomps does not match its checksum"):
         releases.load("org/xcomps", "1.0.0", "de")
     with pytest.raises(Exception, match="RevisionNotFoundError|Invalid rev id"):
         releases.load("org/xcomps", "2.0.0", "de")

@@ -1,6 +1,6 @@
 """A review stage is one record: registered here and nowhere else, a new stage (a gloss of each concept's
 proposed word) is pushed to a real Label Studio, annotated there as curators do, pulled back, decided,
-counted in the review status, and its disagreements go to its own adjudication."""
+counted in the review status and the next steps, and its disagreements go to its own adjudication."""
 
 import dataclasses
 
@@ -14,6 +14,7 @@ from annotation.review import client, pull, push
 from builder import review_stages, reviews
 from builder.errors import InputError
 from builder.languages import registry
+from builder.next_steps import next_steps
 from builder.review_stages import Box, Instructions, ReviewStage, Screen, Task, Text, register
 from builder.reviews import TranslationEdit
 from builder.translate import translate
@@ -33,6 +34,7 @@ GLOSS = ReviewStage(
     name="gloss", adjudication="adjudicate-gloss", made_on="proposal", tasks=gloss_tasks, textual=("apt",),
     edit=lambda data, fields: TranslationEdit(proposal_id=data["proposal_id"], text=fields.get("gloss") or None),
     pending=lambda ws, lang, settled: len(gloss_tasks(ws, lang)) - settled,
+    waiting=lambda ws, lang: {task.item_id for task in gloss_tasks(ws, lang)} - set(reviews.settled(ws, lang, "gloss")[0]),
     versions=lambda opinion: {"gloss": opinion.final_text},
     decisions={"apt": "the gloss says what the word means", "off": "the word means something else"},
     screen=Screen(what="Gloss in", to="word", facts=(("English", "english"),), note="A short gloss in English",
@@ -41,6 +43,12 @@ GLOSS = ReviewStage(
     instructions=Instructions(heading="Glosses in {lang}", intro="Each task is one word and a gloss of it.",
                               check="the gloss fits the {lang} word", comment="Comment (why it is off)",
                               adjudicated="glosses in {lang}"))
+
+
+def gloss_steps(ws) -> dict[str, tuple[str, str]]:
+    """The next steps (`builder status`) of the gloss stage and its adjudication in French: stage -> (what, command)."""
+    return {step.stage: (step.what, step.command) for step in next_steps(ws, ["fr"])
+            if step.stage in ("gloss", "adjudicate-gloss")}
 
 
 def test_a_stage_registered_in_one_place_is_pushed_annotated_pulled_and_adjudicated(sample_ws, server, label_studio,
@@ -54,6 +62,9 @@ def test_a_stage_registered_in_one_place_is_pushed_annotated_pulled_and_adjudica
     register(GLOSS)
 
     n = len(gloss_tasks(ws, "fr"))
+    # Its items wait for curators before it has a project: the next step pushes them.
+    (what, cmd), = gloss_steps(ws).values()
+    assert what.startswith(f"{n} gloss item(s) wait for curators") and "review push --stage gloss --lang fr" in cmd
     assert n >= 3 and push(ws, conn, "fr", stage="gloss").created == n
     project = reviews.review_project(ws, "gloss", "fr", conn.server)
     shown = client(conn).projects.get(id=project.project_id)
@@ -81,6 +92,10 @@ def test_a_stage_registered_in_one_place_is_pushed_annotated_pulled_and_adjudica
     assert row["reviewers"] == ["gloss-a@builder.local", "gloss-b@builder.local"]
     rows = ws.scalar(select(func.count()).select_from(t.review_annotations).where(t.review_annotations.c.stage == "gloss"))
     assert rows == 4
+    steps = gloss_steps(ws)  # two decided, one disputed: that one waits for the adjudicator alone
+    assert steps["gloss"][0].startswith(f"{n - 3} gloss item(s) wait for curators")
+    assert steps["adjudicate-gloss"][0].startswith("1 gloss item(s) whose curators disagree wait for an adjudicator")
+    assert "review push --stage adjudicate-gloss --lang fr" in steps["adjudicate-gloss"][1]
 
     # The disagreement goes to the stage's own adjudication, with each curator's version, and the adjudicator settles it.
     assert push(ws, conn, "fr", stage="adjudicate-gloss").created == 1
@@ -92,6 +107,8 @@ def test_a_stage_registered_in_one_place_is_pushed_annotated_pulled_and_adjudica
     assert reviews.disagreements(ws, "fr", "gloss") == {}
     row = {(r["stage"], r["lang"]): r for r in reviews.review_status(ws)}[("gloss", "fr")]
     assert (row["apt"], row["off"], row["adjudicated"], row["pending"]) == (1, 1, 1, n - 3)
+    assert {stage: what for stage, (what, _) in gloss_steps(ws).items()} == {
+        "gloss": f"{n - 3} gloss item(s) wait for curators (new and changed ones go to Label Studio)"}
 
 
 @pytest.mark.parametrize(("name", "adjudication"), [("translation", "adjudicate-gloss"), ("gloss", "adjudicate-pairs"),

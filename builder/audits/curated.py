@@ -113,7 +113,7 @@ class Settled(BaseModel):
     problem: str = ""
 
 
-def settled(generated: tuple[str, str], spans: tuple[Span, Span, Span], forms: tuple[str, str], left: tuple[str, str],
+def settled_pair(generated: tuple[str, str], spans: tuple[Span, Span, Span], forms: tuple[str, str], left: tuple[str, str],
             words: tuple[str | None, str | None, str | None], *, spaced: bool, script: str) -> Settled:
     """The pair a curator settled: `generated` sentences with their `spans` (acceptable concept, unacceptable concept,
     property) and recorded `forms`; `left`, the sentences the curator left; `words`, the verified words of the

@@ -30,7 +30,7 @@ from sqlalchemy import select
 
 from builder.audits import judge as judge_mod
 from builder.audits import occurrence, similarity
-from builder.audits.curated import settled
+from builder.audits.curated import settled_pair
 from builder.audits.overlap import OverlapRow, PairWords, overlap_table
 from builder.flags import clear_flags, record_flags
 from builder.generate import english_sentence
@@ -127,7 +127,7 @@ def _as_released(pair: dict, sp: dict, review: SentenceReview | None, words: dic
         return None if sp["status"] != "generated" else ((sp["acceptable"], sp["unacceptable"]), got[:2], (acc, unacc))
     if review.decision not in ("accept", "fix"):
         return None
-    s = settled((sp["acceptable"], sp["unacceptable"]), tuple(tuple(x) if x else None for x in got),
+    s = settled_pair((sp["acceptable"], sp["unacceptable"]), tuple(tuple(x) if x else None for x in got),
                 (sp["acceptable_form"], sp["unacceptable_form"]), (review.acceptable, review.unacceptable),
                 (words.get(pair["property_id"]), acc, unacc), spaced=lang.spaced, script=lang.script)
     return (s.acceptable, s.unacceptable), (s.acceptable_span, s.unacceptable_span), (s.acceptable_word, s.unacceptable_word)

@@ -85,8 +85,8 @@ def status(
     out.print(table)
     overlap = [o for r in rows for o in r.overlap]
     if overlap:
-        out.print(overlap_table(overlap, "concept–property overlap of the generated pairs (pairs whose concept shares a "
-                                         "character or word stem with the property)"))
+        out.print(overlap_view(overlap, "concept–property overlap of the generated pairs (pairs whose concept shares a "
+                                        "character or word stem with the property)"))
     usage = llm_usage(ws)
     if usage.calls:
         unknown = f", {usage.unpriced} at an unknown price" if usage.unpriced else ""
@@ -94,7 +94,8 @@ def status(
     show_steps(ws, next_steps(ws))
 
 
-def overlap_table(rows, title: str) -> Table:
+def overlap_view(rows, title: str) -> Table:
+    """The overlap rows `builder.audits.overlap_table` counts, as a table to print."""
     table = Table(title=title)
     for col in ("lang", "negative type", "pairs", "positive shares", "negative shares", "shortcut (positive only)"):
         table.add_column(col, justify="left" if col in ("lang", "negative type") else "right")

@@ -13,7 +13,7 @@ from builder.llm._records import Records
 from builder.llm._types import PLAN_SAMPLES, Plan, Request
 from builder.llm.cache import LLMCache
 from builder.llm.config import LLMSettings
-from builder.llm.keys import canonical
+from builder.llm.keys import canonical_json
 from builder.llm.modes import MODES, mode_of
 from builder.llm.pricing import cost_usd, estimate_tokens
 
@@ -42,7 +42,7 @@ class Batches:
             return
         settings = self.settings()
         self.deferred[key] = (req, body)
-        tin = estimate_tokens(canonical(body["messages"])) + estimate_tokens(canonical(body.get("response_format")))
+        tin = estimate_tokens(canonical_json(body["messages"])) + estimate_tokens(canonical_json(body.get("response_format")))
         self.plan.mode = mode_of(body)
         self.plan.requests += 1
         self.plan.tokens_in += tin
@@ -60,7 +60,7 @@ class Batches:
         if not self.deferred:
             return None
         lines = [
-            canonical({"custom_id": key, "method": "POST", "url": "/v1/chat/completions", "body": body})
+            canonical_json({"custom_id": key, "method": "POST", "url": "/v1/chat/completions", "body": body})
             for key, (_, body) in self.deferred.items()
         ]
         uploaded = await self.sdk.files.create(file=("requests.jsonl", ("\n".join(lines) + "\n").encode()), purpose="batch")

@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 
-def canonical(obj: Any) -> str:
+def canonical_json(obj: Any) -> str:
     return json.dumps(obj, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
 
 
@@ -19,7 +19,7 @@ def request_key(model: str, messages: list[dict], schema_name: str, schema: dict
         "schema": schema,
         "temperature": temperature,
     }
-    return hashlib.sha256(canonical(logical).encode("utf-8")).hexdigest()
+    return hashlib.sha256(canonical_json(logical).encode("utf-8")).hexdigest()
 
 
 TEXT = "text"  # the schema name of plain-text requests in their cache key

@@ -19,7 +19,7 @@ from typing import Any, Literal
 import openai
 
 from builder.llm.endpoint import server_message
-from builder.llm.keys import canonical
+from builder.llm.keys import canonical_json
 
 Mode = Literal["json_schema", "json_object", "prompt"]
 MODES: tuple[Mode, ...] = ("json_schema", "json_object", "prompt")
@@ -44,7 +44,7 @@ def wire_messages(mode: Mode, messages: list[dict[str, str]], schema: dict[str, 
     """The messages as sent: in the weaker modes the schema is appended to the system message."""
     if mode == "json_schema":
         return messages
-    hint = _HINT + canonical(schema)
+    hint = _HINT + canonical_json(schema)
     if messages and messages[0]["role"] == "system":
         return [{"role": "system", "content": messages[0]["content"].rstrip() + "\n\n" + hint}, *messages[1:]]
     return [{"role": "system", "content": hint}, *messages]

@@ -14,7 +14,7 @@ import httpx2
 
 from builder.files import atomic_write
 from builder.llm.cache import LLMCache
-from builder.llm.keys import canonical, key_from_wire
+from builder.llm.keys import canonical_json, key_from_wire
 
 MISSING = (
     "this request is not in the bundled recording (it covers the demo subset of the sample only); "
@@ -57,7 +57,7 @@ def export_recording(path: Path, *caches: LLMCache) -> int:
     def lines(tmp: Path) -> None:
         with tmp.open("w", encoding="utf-8") as fh:
             for key in sorted(replies):
-                fh.write(canonical({"key": key, "response": replies[key]}) + "\n")
+                fh.write(canonical_json({"key": key, "response": replies[key]}) + "\n")
 
     atomic_write(path, lines)
     return len(replies)

@@ -36,7 +36,7 @@ from builder.m2c.language import Grammar, load_language
 How = Literal["exact", "normalised", "alternative", "numeral", "regex", "sentence", "morphological", "miss"]
 
 
-class Verdict(BaseModel):
+class ReplyVerdict(BaseModel):
     correct: bool
     morphological_error: bool
     matched: str | None
@@ -61,9 +61,10 @@ def _strip_punct(text: str) -> str:
     return "".join(out)
 
 
-def normalise(text: str, language: Grammar | None = None, *, numbers: bool = False) -> str:
-    """NFC, case-folded, punctuation and symbols as spaces, digits in ASCII, Arabic vowel marks dropped,
-    single spaces; with `numbers`, number words of the language become digits."""
+def match_key(text: str, language: Grammar | None = None, *, numbers: bool = False) -> str:
+    """The form in which a reply and an answer are compared: NFC, case-folded, punctuation and symbols as
+    spaces, digits in ASCII, Arabic vowel marks dropped, single spaces; with `numbers`, number words of the
+    language become digits."""
     text = _strip_punct(unicodedata.normalize("NFC", text).casefold())
     text = " ".join(text.split())
     if numbers and language is not None and language.numbers:
@@ -89,7 +90,7 @@ def _get(test: Any, key: str):
     return test[key] if isinstance(test, Mapping) else getattr(test, key)
 
 
-def validate(reply: str, test: Any, language: str | Grammar) -> Verdict:
+def validate(reply: str, test: Any, language: str | Grammar) -> ReplyVerdict:
     """Judge a reply against a test (an `M2CTest` or a release row with answer, alternatives, answer_forms
     and question)."""
     lang = load_language(language) if isinstance(language, str) else language
@@ -99,24 +100,24 @@ def validate(reply: str, test: Any, language: str | Grammar) -> Verdict:
     regexes = [a[3:] for a in alternatives if a.startswith("re:")]
     golds = [answer, *(a for a in alternatives if not a.startswith("re:"))]
     if reply.strip() == answer.strip():
-        return Verdict(correct=True, morphological_error=False, matched=answer, how="exact")
-    r = normalise(reply, lang)
+        return ReplyVerdict(correct=True, morphological_error=False, matched=answer, how="exact")
+    r = match_key(reply, lang)
     for i, gold in enumerate(golds):
-        if normalise(gold, lang) == r:
-            return Verdict(correct=True, morphological_error=False, matched=gold, how="normalised" if i == 0 else "alternative")
+        if match_key(gold, lang) == r:
+            return ReplyVerdict(correct=True, morphological_error=False, matched=gold, how="normalised" if i == 0 else "alternative")
     for form in forms:
-        if normalise(form, lang) == r:
-            return Verdict(correct=False, morphological_error=True, matched=form, how="morphological")
+        if match_key(form, lang) == r:
+            return ReplyVerdict(correct=False, morphological_error=True, matched=form, how="morphological")
     wrong = any(p.search(r) for p in lang.replies.wrong)
-    rn = normalise(reply, lang, numbers=True)
+    rn = match_key(reply, lang, numbers=True)
     for gold in golds:
-        if normalise(gold, lang, numbers=True) == rn:
+        if match_key(gold, lang, numbers=True) == rn:
             if wrong:
-                return Verdict(correct=False, morphological_error=True, matched=gold, how="morphological")
-            return Verdict(correct=True, morphological_error=False, matched=gold, how="numeral")
+                return ReplyVerdict(correct=False, morphological_error=True, matched=gold, how="morphological")
+            return ReplyVerdict(correct=True, morphological_error=False, matched=gold, how="numeral")
     for pattern in regexes:
         if re.fullmatch(pattern, reply.strip(), re.I) or re.fullmatch(pattern, r, re.I):
-            return Verdict(correct=True, morphological_error=False, matched="re:" + pattern, how="regex")
+            return ReplyVerdict(correct=True, morphological_error=False, matched="re:" + pattern, how="regex")
     question = test.get("question") if isinstance(test, Mapping) else getattr(test, "question", "")
     context = (test.get("context") if isinstance(test, Mapping) else getattr(test, "context", "")) or ""
     if question:  # the longest answer the sentence states decides ("He was a engineer": not "engineer"), then
@@ -126,9 +127,9 @@ def validate(reply: str, test: Any, language: str | Grammar) -> Verdict:
         if found:
             *_, right, c = max(found, key=lambda x: x[:3])
             if right and not wrong:
-                return Verdict(correct=True, morphological_error=False, matched=c, how="sentence")
-            return Verdict(correct=False, morphological_error=True, matched=c, how="morphological")
-    return Verdict(correct=False, morphological_error=False, matched=None, how="miss")
+                return ReplyVerdict(correct=True, morphological_error=False, matched=c, how="sentence")
+            return ReplyVerdict(correct=False, morphological_error=True, matched=c, how="morphological")
+    return ReplyVerdict(correct=False, morphological_error=False, matched=None, how="miss")
 
 
 def _tokens(text: str, lang: Grammar, numbers: bool) -> list[list[str]]:
@@ -136,7 +137,7 @@ def _tokens(text: str, lang: Grammar, numbers: bool) -> list[list[str]]:
     out = []
     pieces = "".join("\n" if unicodedata.category(ch)[0] in "PS" else ch for ch in unicodedata.normalize("NFC", text))
     for piece in pieces.split("\n"):
-        words = normalise(piece, lang, numbers=numbers).split()
+        words = match_key(piece, lang, numbers=numbers).split()
         if not lang.spaced:
             words = [ch for w in words for ch in (re.findall(r"\d+|\D", w))]
         if words:

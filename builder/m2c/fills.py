@@ -21,7 +21,7 @@ from builder.flags import Retries, clear_flags, record_given_up, retries
 from builder.llm.client import LLMClient, Request
 from builder.llm.items import ItemsOutcome, Rejected, per_item
 from builder.m2c.language import LanguageDataError, load_language
-from builder.m2c.lexicon import canonical, forms_of, lemma_id, store_proposed_forms
+from builder.m2c.lexicon import canonical_bundle, forms_of, lemma_id, store_proposed_forms
 from builder.m2c.nodes import Lexeme
 from builder.m2c.template_files import LexiconRef, load_file, template_files
 from builder.prompts import load
@@ -90,7 +90,7 @@ def needs(ws: Workspace, lang: str, root: Path | None = None) -> list[Need]:
     for ref in refs:
         for lemma, feats in ref.lemmas.items():
             entry = wanted.setdefault(lemma, (feats, {}))
-            entry[1].update(dict.fromkeys(canonical(language, b) for b in ref.bundles))
+            entry[1].update(dict.fromkeys(canonical_bundle(language, b) for b in ref.bundles))
     have = forms_of(ws, language.code, wanted)
     out = []
     for lemma, (feats, bundles) in sorted(wanted.items()):
@@ -157,7 +157,7 @@ def _check(language, need: Need, item: InflectionItem) -> dict[str, str] | Rejec
     forms: dict[str, str] = {}
     for f in item.forms:
         try:
-            forms[canonical(language, f.features)] = f.form
+            forms[canonical_bundle(language, f.features)] = f.form
         except LanguageDataError:
             return Rejected(f"unknown bundle {f.features!r}")
     missing = [b for b in need.bundles if b not in forms]

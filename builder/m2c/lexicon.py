@@ -44,7 +44,7 @@ def lemma_id(lang: str, lemma: str) -> str:
     return "l_" + hashlib.blake2b(f"{lang}\x1f{lemma}".encode(), digest_size=6).hexdigest()
 
 
-def canonical(lang: Grammar, bundle: str) -> str:
+def canonical_bundle(lang: Grammar, bundle: str) -> str:
     """A bundle in the language's dimension order; raises LanguageDataError on an unknown feature."""
     feats = lang.dims.bundle(bundle, what=f"bundle {bundle!r}")
     return ".".join(feats[d] for d in lang.dims.sort(feats))
@@ -110,7 +110,7 @@ def _unimorph_features(lang: Grammar, raw: str, summary: ImportSummary, *, stric
         else:
             summary.kept[given] += 1
             kept.add(given)
-    bundle = canonical(lang, ".".join(labels))
+    bundle = canonical_bundle(lang, ".".join(labels))
     return pos, bundle + (KEPT + ".".join(sorted(kept)) if kept else "")
 
 
@@ -181,7 +181,7 @@ def verify_fills(ws: Workspace, lang_code: str, lemma: str, *, reviewer: str, de
     if decision not in ("accept", "fix", "reject"):
         raise InputError(f"decision must be accept, fix or reject, not {decision!r}")
     lang = load_language(lang_code)
-    fixes = {canonical(lang, b): f.strip() for b, f in (forms or {}).items()}
+    fixes = {canonical_bundle(lang, b): f.strip() for b, f in (forms or {}).items()}
     stmt = select(t.lexicon_forms).where(t.lexicon_forms.c.lang == lang.code, t.lexicon_forms.c.lemma == lemma)
     if pos is not None:
         stmt = stmt.where(t.lexicon_forms.c.pos == pos)
@@ -272,7 +272,7 @@ def resolver(ws: Workspace, *, include_unverified: bool = False, report: Resolut
     def resolve(ref: LexiconRef) -> list[Lexeme]:
         lang = load_language(ref.lang)
         try:
-            bundles = [canonical(lang, b) for b in ref.bundles]
+            bundles = [canonical_bundle(lang, b) for b in ref.bundles]
         except LanguageDataError as exc:
             raise TemplateError(str(exc), ref.where) from exc
         table = forms_of(ws, lang.code, ref.lemmas)

@@ -103,17 +103,17 @@ class TestTemplate:
     regexes: tuple[str, ...] = ()  # accepted answers given as `re:<pattern>`
 
     def tests(self, n: int | None = None, seed: int = 0) -> Iterator[M2CTest]:
-        from builder.m2c.answers import normalise
+        from builder.m2c.answers import match_key
 
         for fill in self.template.fills(self.n if n is None else n, seed, variants=("answer",),
                                         accepted=("answer", *self.alternatives)):
             texts = fill.texts
             right = [texts[a] for a in self.alternatives if a in texts] + [x for f in fill.accepted_forms.values() for x in f]
-            accepted = {normalise(texts["answer"], self.language): texts["answer"]}
+            accepted = {match_key(texts["answer"], self.language): texts["answer"]}
             for x in right:  # an alternative that normalises like the answer or an earlier one adds nothing
-                accepted.setdefault(normalise(x, self.language), x)
+                accepted.setdefault(match_key(x, self.language), x)
             alternatives = list(accepted.values())[1:] + list(self.regexes)
-            forms = [f for f in fill.other_forms.get("answer", []) if normalise(f, self.language) not in accepted]
+            forms = [f for f in fill.other_forms.get("answer", []) if match_key(f, self.language) not in accepted]
             yield M2CTest(
                 test_id=test_id(self.lang, self.template_id, texts["context"], texts["question"], texts["answer"]),
                 lang=self.lang, capability=self.capability, template_id=self.template_id,

@@ -24,7 +24,7 @@ from builder.releases.diff import diff_tables
 from builder.releases.layout import write_release
 from builder.releases.reading import LocalSource
 from builder.releases.stats import release_stats
-from builder.releases.store import ReleaseStore, StoreError
+from builder.releases.store import ReleaseStore, ReleaseStoreError
 from builder.releases.waivers import list_waivers
 from builder.workspace.store import Workspace, collector_paused, now
 
@@ -147,7 +147,7 @@ def publish(ws: Workspace, req: PublishRequest, *, api=None) -> PublishResult:
     lap("statistics")
     with store.lock():  # and the store repaired, if a publish was killed
         if store.latest() != parent:
-            raise StoreError(f"{store.root} changed while publishing (latest is now {store.latest()}); run again")
+            raise ReleaseStoreError(f"{store.root} changed while publishing (latest is now {store.latest()}); run again")
         with store.build_dir() as tmp:
             folder = tmp / "release"
             folder.mkdir()

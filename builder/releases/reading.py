@@ -20,12 +20,12 @@ from datasets.table import InMemoryTable
 
 from builder.releases import versions as V
 from builder.releases.declarations import ReleaseLanguages, from_manifest
-from builder.releases.store import MANIFEST, ReleaseStore, StoreError, sha256
+from builder.releases.store import MANIFEST, ReleaseStore, ReleaseStoreError, sha256
 
 _HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+", re.ASCII)  # fullmatch: no trailing newline
 
 
-class ReleaseNotFound(StoreError):
+class ReleaseNotFound(ReleaseStoreError):
     pass
 
 
@@ -54,7 +54,7 @@ class _Source(ABC):
         blobs = self._read(v, paths)
         for p in paths:
             if sha256(blobs[p]) != man["files"][p]:
-                raise StoreError(f"{p} in version {v} of {self.name} does not match its checksum in {MANIFEST}")
+                raise ReleaseStoreError(f"{p} in version {v} of {self.name} does not match its checksum in {MANIFEST}")
         return blobs
 
     def read_table(self, version: str, config: str) -> pa.Table:

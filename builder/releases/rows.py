@@ -24,7 +24,7 @@ from operator import itemgetter
 import pyarrow as pa
 from sqlalchemy import func, select
 
-from builder.audits.curated import settled
+from builder.audits.curated import settled_pair
 from builder.audits.occurrence import occurrences
 from builder.languages import SOURCE_LANGUAGE, registry
 from builder.llm.served import model_label
@@ -227,7 +227,7 @@ def _config(lang, rows, pairs, concepts, props, words, stale, waived, script: tu
         col["sentence_review"][i] = f"{origin.server} annotation {origin.annotation_id}" if origin else None
         spans = tuple(tuple(col[k][i]) if col[k][i] else None
                       for k in ("acceptable_concept_span", "unacceptable_concept_span", "property_span"))
-        got = settled((sa[i], su[i]), spans, (af[i], uf[i]), (review.acceptable, review.unacceptable),
+        got = settled_pair((sa[i], su[i]), spans, (af[i], uf[i]), (review.acceptable, review.unacceptable),
                       (wp[i][0], wa[i][0], wu[i][0]), spaced=script[0], script=script[1])
         sa[i], su[i] = got.acceptable, got.unacceptable
         for k, span in (("acceptable_concept_span", got.acceptable_span), ("unacceptable_concept_span", got.unacceptable_span),

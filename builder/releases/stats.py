@@ -13,6 +13,7 @@ from builder.languages import registry
 from builder.records import NEGATIVE_TYPES
 from builder.releases.features import is_m2c
 from builder.releases.rows import ConfigRows
+from builder.review_stages import stages
 from builder.reviews import StageAgreement, curators, stage_agreement
 from builder.workspace.store import Workspace
 
@@ -75,12 +76,9 @@ def overlap(configs: dict[str, ConfigRows], scripts: dict[str, tuple[bool, str]]
     return out
 
 
-PAIR_STAGES = ("translation", "sentences", "judge")  # the review stages behind a minimal pair's row
-M2C_STAGES = ("inflections",)
-
-
-def _agreement(ws: Workspace, lang: str, stages: tuple[str, ...]) -> list[StageAgreement]:
-    return [a for a in (stage_agreement(ws, lang, stage) for stage in stages) if a is not None]
+def _agreement(ws: Workspace, lang: str, rows: str) -> list[StageAgreement]:
+    """The agreement of each review stage whose decisions stand behind these released rows ("pairs" or "m2c")."""
+    return [a for a in (stage_agreement(ws, lang, s.name) for s in stages() if s.released_in == rows) if a is not None]
 
 
 def release_stats(ws: Workspace, configs: dict[str, ConfigRows], models: list[dict]) -> ReleaseStats:
@@ -89,14 +87,14 @@ def release_stats(ws: Workspace, configs: dict[str, ConfigRows], models: list[di
         if c.is_m2c:
             review.append(ConfigReview(config=name, rows=len(c), verified=len(c) - len(c.waived), waived=len(c.waived),
                                        source=0, corrected=0, min_reviewers=0, curators=0,
-                                       agreement=_agreement(ws, c.lang, M2C_STAGES)))
+                                       agreement=_agreement(ws, c.lang, "m2c")))
             continue
         status = Counter(c.columns["review_status"])
         reviewed = [n for n, s in zip(c.columns["n_reviewers"], c.columns["review_status"]) if s != "source"]
         review.append(ConfigReview(
             config=name, rows=len(c), verified=status["verified"], waived=status["waived"], source=status["source"],
             corrected=sum(c.columns["corrected"]), min_reviewers=min(reviewed, default=0),
-            curators=len(curators(ws, c.lang)) if reviewed else 0, agreement=_agreement(ws, c.lang, PAIR_STAGES),
+            curators=len(curators(ws, c.lang)) if reviewed else 0, agreement=_agreement(ws, c.lang, "pairs"),
         ))
     scripts = {code: (lang.spaced, lang.script) for code, lang in registry(ws).items()}
     return ReleaseStats(counts=counts(configs), review=review, models=models, overlap=overlap(configs, scripts))

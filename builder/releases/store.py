@@ -39,7 +39,7 @@ PUBLISH_LOCK = "builder-publish.lock"  # in .git: held by the publisher (fileloc
 CHECKED_OUT = "builder-checkout"  # in .git: the commit the working tree was last brought to, whole; empty meanwhile
 
 
-class StoreError(BuilderError):
+class ReleaseStoreError(BuilderError):
     """The release store is missing, damaged, or git failed."""
 
 
@@ -51,17 +51,17 @@ DAMAGE = ("corrupt", "unable to unpack", "unable to read", "inflate:", "bad obje
 
 
 def _git(cwd: Path, *args: str, input: bytes | None = None, env: dict | None = None, what: str = "the release store") -> bytes:
-    """git's output; a `StoreError` when it fails, or when it reports damaged objects (which `cat-file --batch`
+    """git's output; a `ReleaseStoreError` when it fails, or when it reports damaged objects (which `cat-file --batch`
     answers as missing, exiting 0): the error names `what` was read, where, and what to do. The ceiling keeps git from
     taking a repository above the store for it (a `.git` not made whole yet is none)."""
     proc = subprocess.run(["git", "-C", str(cwd), *args], input=input, capture_output=True,
                           env=child_env(GIT_CEILING_DIRECTORIES=str(Path(cwd).absolute().parent), **(env or {})))
     said = proc.stderr.decode(errors="replace").strip()
     if any(words in said for words in DAMAGE):
-        raise StoreError(f"{what} in {cwd} cannot be read: git objects are damaged ({said.splitlines()[-1]}): restore "
+        raise ReleaseStoreError(f"{what} in {cwd} cannot be read: git objects are damaged ({said.splitlines()[-1]}): restore "
                          f"the store from a backup or another copy of it (`git -C {cwd} fsck` lists what is damaged)")
     if proc.returncode != 0:
-        raise StoreError(f"git {' '.join(args[:2])} failed in {cwd}: {said}")
+        raise ReleaseStoreError(f"git {' '.join(args[:2])} failed in {cwd}: {said}")
     return proc.stdout
 
 
@@ -102,7 +102,7 @@ class ReleaseStore:
 
     def require(self) -> None:
         if not self.exists():
-            raise StoreError(f"no release store at {self.root} (publish a version there first)")
+            raise ReleaseStoreError(f"no release store at {self.root} (publish a version there first)")
 
     def versions(self) -> list[str]:
         """Published versions, oldest first (none when the store does not exist yet)."""
@@ -121,11 +121,11 @@ class ReleaseStore:
         published = self.versions()
         if version == "latest":
             if not published:
-                raise StoreError(f"{self.root} has no published version yet")
+                raise ReleaseStoreError(f"{self.root} has no published version yet")
             return published[-1]
         V.parse(version)
         if version not in published:
-            raise StoreError(f"version {version} is not published in {self.root}; published: "
+            raise ReleaseStoreError(f"version {version} is not published in {self.root}; published: "
                              f"{', '.join(published) or 'none'}")
         return version
 
@@ -147,7 +147,7 @@ class ReleaseStore:
             header_end = raw.index(b"\n", pos)
             header = raw[pos:header_end].split()
             if header[-1] == b"missing":
-                raise StoreError(f"{p} is not in version {version} of {self.root}")
+                raise ReleaseStoreError(f"{p} is not in version {version} of {self.root}")
             size = int(header[2])
             out[p] = raw[header_end + 1: header_end + 1 + size]
             pos = header_end + 1 + size + 1
@@ -181,7 +181,7 @@ class ReleaseStore:
         if self._marked():
             return
         if not self._only_git() or (self.exists() and _git(self.root, "for-each-ref").strip()):
-            raise StoreError(f"{self.root} is a git repository but not a release store; choose another --to")
+            raise ReleaseStoreError(f"{self.root} is a git repository but not a release store; choose another --to")
         _git(self.root, "init", "-q", "-b", BRANCH)
         for key, value in (("user.name", "builder publish"), ("user.email", "builder@localhost"),
                            ("core.looseCompression", "1"), ("core.autocrlf", "false"), ("gc.auto", "0"),
@@ -194,10 +194,10 @@ class ReleaseStore:
         repaired if a publish was killed (`recover`). A folder with other content is refused before anything is made."""
         if not (self.root / ".git").is_dir():
             if not self._only_git():
-                raise StoreError(f"{self.root} exists and is not a release store; choose an empty or new folder for --to")
+                raise ReleaseStoreError(f"{self.root} exists and is not a release store; choose an empty or new folder for --to")
             (self.root / ".git").mkdir(parents=True, exist_ok=True)
         elif not self._marked() and not self._only_git():
-            raise StoreError(f"{self.root} is a git repository but not a release store; choose another --to")
+            raise ReleaseStoreError(f"{self.root} is a git repository but not a release store; choose another --to")
         with FileLock(str(self.root / ".git" / PUBLISH_LOCK), timeout=60):
             self._init()
             self.recover()
@@ -215,7 +215,7 @@ class ReleaseStore:
             if working is None or working:
                 who = "this system cannot tell whether a git process holds it" if working is None else \
                     f"git process {', '.join(map(str, working))} works in the store"
-                raise StoreError(f"{stale[0]} is held or was left by a killed git ({who}); once no git runs in "
+                raise ReleaseStoreError(f"{stale[0]} is held or was left by a killed git ({who}); once no git runs in "
                                  f"{self.root}, delete it and publish again")
             for path in stale:
                 path.unlink(missing_ok=True)
@@ -288,14 +288,14 @@ class ReleaseStore:
                 listed[path.decode()] = meta.split()[2].decode()
         paths = sorted(set(listed) - {MANIFEST})
         if set(paths) != set(expected):
-            raise StoreError(f"commit {commit[:12]} holds {sorted(set(paths) ^ set(expected))} unlike its manifest")
+            raise ReleaseStoreError(f"commit {commit[:12]} holds {sorted(set(paths) ^ set(expected))} unlike its manifest")
         raw = _git(self.root, "cat-file", "--batch", input="".join(f"{listed[p]}\n" for p in paths).encode())
         pos = 0
         for p in paths:
             header_end = raw.index(b"\n", pos)
             size = int(raw[pos:header_end].split()[2])
             if sha256(raw[header_end + 1: header_end + 1 + size]) != expected[p]:
-                raise StoreError(f"{p} in commit {commit[:12]} does not match its checksum")
+                raise ReleaseStoreError(f"{p} in commit {commit[:12]} does not match its checksum")
             pos = header_end + 1 + size + 1
 
     def tag(self, commit: str, version: str, message: str) -> None:

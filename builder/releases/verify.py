@@ -11,7 +11,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from builder.releases.store import MANIFEST, ReleaseStore, StoreError, sha256
+from builder.releases.store import MANIFEST, ReleaseStore, ReleaseStoreError, sha256
 
 
 class VerifyReport(BaseModel):
@@ -59,7 +59,7 @@ def verify(root: Path | str, version: str | None = None) -> VerifyReport:
         try:
             with store.lock():  # repairs the store
                 pass
-        except (OSError, StoreError) as exc:
+        except (OSError, ReleaseStoreError) as exc:
             problems.append(f"working tree: the checkout of version {latest} was cut short by a killed publish and "
                             f"could not be finished here ({exc}); the next publish finishes it")
             return VerifyReport(versions=chosen, files=n, problems=problems)

@@ -4,7 +4,8 @@ A record says everything about a stage: the decisions its curators choose from a
 them leave a text, what a decision is made on (`made_on`: an item's latest proposal, a pair's sentences, a
 lemma's table), the tasks it asks now (`tasks`: typed `Task` rows), the screen curators see (`Screen`) and
 their instructions (`Instructions`), how an annotation's edits are read (`edit`), what a settled decision does
-(`decide`) and how many items wait (`pending`). Its adjudication stage (the adjudicator settles its curators'
+(`decide`), how many items wait (`pending`) and, for a stage whose items wait before it has a project, which
+(`waiting`: `builder status` asks for a push of them). Its adjudication stage (the adjudicator settles its curators'
 disagreements) comes with it. `builder.reviews` records and settles decisions and `annotation` shows tasks
 and reads annotations, each from the record alone: a stage is one `register(ReviewStage(...))` call, in a
 module of this package named in `MODULES` (the stages shipped) or anywhere else (a test's).
@@ -13,7 +14,7 @@ module of this package named in `MODULES` (the stages shipped) or anywhere else 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -136,6 +137,10 @@ class ReviewStage:
     decide: Callable[..., set[str]] | None = None
     every_pull: bool = False  # decided at every pull in each language with a project, not only where annotations moved
     versions: Callable[[Any], dict[str, str]] | None = None  # a curator's `reviews.Opinion` -> the boxes' texts it left
+    # The items waiting for a curator in a language whether or not the stage has a project there (the next steps ask
+    # for a push of those no curators dispute); None: those its project counts `pending`, once it has one.
+    waiting: Callable[[Workspace, str], Collection[str]] | None = None
+    released_in: Literal["pairs", "m2c"] | None = None  # the released rows it decides: their card reports its agreement
 
     def leaves_text(self, decision: str | None) -> bool:
         """Whether `decision` keeps a text of the curator's: a version of the item an adjudicator may take."""

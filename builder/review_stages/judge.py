@@ -56,7 +56,8 @@ def edit(data: dict, fields: dict) -> SentenceEdit:
 
 register(ReviewStage(
     name="judge", adjudication="adjudicate-judge", made_on="pair", tasks=judge_tasks, edit=edit,
-    pending=lambda ws, lang, settled: len(judge_pending(ws, lang)), decide=reviews.decide_judgements, every_pull=True,
+    pending=lambda ws, lang, settled: len(judge_pending(ws, lang)), waiting=judge_pending, released_in="pairs",
+    decide=reviews.decide_judgements, every_pull=True,
     decisions={
         "false negative": "the unacceptable concept has the property: the pair must change before it is released",
         "keep": "the unacceptable concept lacks the property: the pair stays as it is",

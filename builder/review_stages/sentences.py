@@ -86,7 +86,7 @@ def pending(ws: Workspace, lang: str, settled: int) -> int:
 
 register(ReviewStage(
     name="sentences", adjudication="adjudicate-pairs", made_on="pair", tasks=sentence_tasks, edit=edit, pending=pending,
-    decide=reviews.settle_pair_flags, textual=("accept", "fix"),
+    released_in="pairs", decide=reviews.settle_pair_flags, textual=("accept", "fix"),
     versions=lambda opinion: {"acceptable_fixed": opinion.acceptable, "unacceptable_fixed": opinion.unacceptable},
     decisions={
         "accept": "both sentences are fluent and identical outside the concept span",

@@ -52,9 +52,15 @@ def pending(ws: Workspace, lang: str, settled: int) -> int:
     return ws.scalar(select(func.count(distinct(t.proposals.c.item_id))).where(t.proposals.c.lang == lang)) - settled
 
 
+def waiting(ws: Workspace, lang: str) -> set[str]:
+    """Items proposed in `lang` that are neither verified nor rejected (or marked ambiguous): a push asks them."""
+    proposed = set(ws.column(select(t.proposals.c.item_id).where(t.proposals.c.lang == lang).distinct()))
+    return proposed - set(verified(ws, lang)) - set(reviews.rejected_items(ws, lang))
+
+
 register(ReviewStage(
     name="translation", adjudication="adjudication", made_on="proposal", tasks=translation_tasks, edit=edit,
-    pending=pending, decide=reviews.decide_translations, every_pull=True, textual=("accept", "corrected"),
+    pending=pending, waiting=waiting, released_in="pairs", decide=reviews.decide_translations, every_pull=True, textual=("accept", "corrected"),
     versions=lambda opinion: {"translation": opinion.final_text},
     decisions={
         "accept": "the draft is right as it stands; do not edit it",
