@@ -197,7 +197,7 @@ def _review_steps(ws: Workspace, reads: _Reads, projects: dict) -> list[Step]:
         disputed = set(reviews.disagreements(ws, lang, stage)) if row and row.get("disagreements") else set()
         pending = (len(reads.proposed - reads.verified - set(reads.rejected_items) - disputed) if stage == "translation"
                    else len(set(reviews.judge_pending(ws, lang)) - disputed) if stage == "judge"
-                   else row.get("pending", 0) - len(disputed) if row else 0)
+                   else row.get("pending", 0) if row else 0)  # the row's pending leaves the disputed out
         if pending:
             steps.append(Step(lang=lang, stage=stage, what=f"{pending} {stage} item(s) wait for curators (new and changed "
                               "ones go to Label Studio)", command=command(ws, "review", "push", "--stage", stage, "--lang", lang)))
