@@ -777,9 +777,10 @@ def _foreign(ws: Workspace, annotations: list[Annotation]) -> set[int]:
     foreign |= {a.annotation_id for a in by_made_on.get("proposal", [])
                 if proposals.get(a.translation.proposal_id) != (a.item_id, a.lang)}
     pairs: set[tuple[str, str]] = set()
-    sp = t.sentence_pairs
+    sp, langs = t.sentence_pairs, sorted({a.lang for a in by_made_on.get("pair", [])})
     for ids in _chunks(sorted({a.item_id for a in by_made_on.get("pair", [])})):
-        pairs |= {(r["pair_id"], r["lang"]) for r in ws.rows(select(sp.c.pair_id, sp.c.lang).where(sp.c.pair_id.in_(ids)))}
+        pairs |= {(r["pair_id"], r["lang"])
+                  for r in ws.rows(select(sp.c.pair_id, sp.c.lang).where(sp.c.pair_id.in_(ids), sp.c.lang.in_(langs)))}
     foreign |= {a.annotation_id for a in by_made_on.get("pair", []) if (a.item_id, a.lang) not in pairs}
     lemmas = {lang: _lemmas(ws, lang) for lang in {a.lang for a in by_made_on.get("table", [])}}
     foreign |= {a.annotation_id for a in by_made_on.get("table", []) if a.item_id not in lemmas[a.lang]}
