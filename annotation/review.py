@@ -1,8 +1,9 @@
 """Push review tasks to Label Studio and pull curators' annotations back as typed records, for every stage alike:
 what a stage asks, shows and reads is its record (`builder.review_stages`).
 
-Projects are remembered under the server's identity (`annotation.server`), found again by our key
-(`[stage:lang]` in the title), and tasks by our item key in `task.data`, listed from the server
+Projects are remembered under the server's identity (`annotation.server`), found again by our key (`[stage:lang]`
+at the head of the title and the workspace's mark at its end, `title`), so that workspaces sharing a server each
+keep their own, and tasks by our item key in `task.data`, listed from the server
 before every push: a push repeated after a crash or a server restart skips what is there, updates
 a changed task in place while no annotation is on it (or the item's revision is the same), gives an
 item asked again after annotations a new task and closes the old one, and imports only what is
@@ -19,6 +20,7 @@ removes the copies no curator has annotated, and a pull counts the annotations o
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -53,10 +55,28 @@ def client(conn: Connection) -> LabelStudio:
     return conn.client()
 
 
-def title(stage: str, lang: Language) -> str:
-    """The project's key (`[stage:code]`) and the language's name, as curators read it in the project list (Label
-    Studio keeps 50 characters, and strips the space a cut may leave, which would make the title differ every push)."""
-    return f"[{stage}:{lang.code}] {lang.name} review"[:50].rstrip()
+TITLE_LENGTH = 50  # what Label Studio keeps of a title
+_MARK = re.compile(r" \(ws ([0-9a-f]{8})\)$")
+
+
+def _mark(workspace: str) -> str:
+    """How a title names the workspace whose project it is: the first 8 digits of its identity (`Workspace.identity`)."""
+    return f" (ws {workspace[:8]})"
+
+
+def title(stage: str, lang: Language, workspace: str) -> str:
+    """The project's key, `[stage:code]` and the workspace's mark (`… (ws 1a2b3c4d)`), with the language's name
+    between, as curators read it in the project list. Label Studio keeps 50 characters, and strips the space a cut
+    may leave (which would make the title differ every push): the name is cut, never the key."""
+    mark = _mark(workspace)
+    return f"[{stage}:{lang.code}] {lang.name} review"[: TITLE_LENGTH - len(mark)].rstrip() + mark
+
+
+def _theirs(project_title: str | None, workspace: str) -> bool:
+    """Whether a project's title marks it as another workspace's (a title without a mark, an earlier version's,
+    marks it as no one's)."""
+    found = _MARK.search(project_title or "")
+    return found is not None and found.group(1) != workspace[:8]
 
 
 def _unless_missing(get, **kw):
@@ -70,22 +90,30 @@ def _unless_missing(get, **kw):
 
 
 def ensure_project(ws: Workspace, ls: LabelStudio, conn: Connection, stage: str, lang: str) -> int:
-    """The project for (stage, lang): remembered, else found by our key on the server, else created.
+    """This workspace's project for (stage, lang): remembered, else found by our key on the server, else created.
 
+    Our key is `[stage:lang]` with this workspace's mark (`title`): another workspace pushing the same stage and
+    language to the server has a project of its own, and neither finds the other's. A project remembered here is
+    kept even without the mark (an earlier version made it), unless another workspace's mark is on it now: two
+    workspaces of an earlier version that took one project both remember it, and the first to push since claims it.
     Its title, labeling config and instructions are brought up to date in place when they differ: a project
-    made by an earlier version gets the current ones (a declared language's name in the title, not its code),
+    made by an earlier version gets the current ones (a declared language's name and the mark in the title),
     and its annotations stay.
     """
-    key = f"[{stage}:{lang}]"
     lang_rec = registry(ws)[lang]
-    wanted = {"title": title(stage, lang_rec), "label_config": config(stage, lang_rec),
+    wanted = {"title": title(stage, lang_rec, ws.identity), "label_config": config(stage, lang_rec),
               "expert_instruction": instructions(stage, lang_rec), "show_instruction": True}
     known = reviews.review_project(ws, stage, lang, conn.server)
     project = _unless_missing(ls.projects.get, id=known.project_id) if known else None
+    if project is not None and _theirs(project.title, ws.identity):
+        project = None
     if project is None:
-        project = min((p for p in ls.projects.list() if (p.title or "").startswith(key)), key=lambda p: p.id, default=None)
+        key, mark = f"[{stage}:{lang}]", _mark(ws.identity)
+        project = min((p for p in ls.projects.list() if (p.title or "").startswith(key) and (p.title or "").endswith(mark)),
+                      key=lambda p: p.id, default=None)
     if project is None:
-        pid = ls.projects.create(description=f"builder review project {key}", **wanted).id
+        pid = ls.projects.create(description=f"builder review project [{stage}:{lang}] of workspace {ws.identity}",
+                                 **wanted).id
     else:
         pid = project.id
         changed = {k: v for k, v in wanted.items() if getattr(project, k, None) != v}
@@ -263,16 +291,31 @@ def annotation_record(project: ReviewProject, task: dict, ann: dict, users: dict
     )
 
 
+def _asked_by(project: ReviewProject, data: dict) -> bool:
+    """Whether a task's data is what the project's stage asks in its language (`item_key` is `stage:lang:item`): a task
+    made by hand in Label Studio, or moved from another project, is not."""
+    return data.get("item_key") == f"{project.stage}:{project.lang}:{data.get('item_id')}"
+
+
 def pull(ws: Workspace, conn: Connection) -> PullSummary:
     """Export every project remembered on this server and hand its annotations to the review owner, with the
-    projects exported whole: an annotation recorded before and missing now was deleted in Label Studio."""
+    projects exported whole: an annotation recorded before and missing now was deleted in Label Studio.
+
+    A task this workspace did not push is counted in the summary's `ignored` and nothing of it is recorded: one
+    its project's stage does not ask here, or (the review owner finds) one made on what this workspace does not have."""
     ls = client(conn)
     users = {u.id: (u.email or u.username or str(u.id)) for u in ls.users.list()}
     projects = reviews.review_projects(ws, conn.server)
     removed: list[str] = []
-    records = [annotation_record(project, task, ann, users, removed)
-               for project in projects
-               for task, ann in one_task_per_item(ls.projects.exports.as_json(project.project_id))]
+    records, unasked = [], {}
+    for project in projects:
+        for task, ann in one_task_per_item(ls.projects.exports.as_json(project.project_id)):
+            if _asked_by(project, task.get("data") or {}):
+                records.append(annotation_record(project, task, ann, users, removed))
+            else:
+                unasked.setdefault((project.stage, project.lang), set()).add(task["id"])
     summary = reviews.record_pull(ws, conn.server, records, exported=[(p.stage, p.lang) for p in projects])
+    for key, tasks in unasked.items():
+        summary.ignored[key] = summary.ignored.get(key, 0) + len(tasks)
     summary.removed = removed
     return summary

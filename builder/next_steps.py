@@ -195,7 +195,7 @@ def _review_steps(ws: Workspace, reads: _Reads, projects: dict) -> list[Step]:
         row = projects.get((stage, lang))
         disputed = set(reviews.disagreements(ws, lang, stage)) if row and row.get("disagreements") else set()
         pending = (len(set(record.waiting(ws, lang)) - disputed) if record.waiting
-                   else row.get("pending", 0) - len(disputed) if row else 0)
+                   else row.get("pending", 0) if row else 0)  # the row's pending leaves the disputed out
         if pending:
             steps.append(Step(lang=lang, stage=stage, what=f"{pending} {stage} item(s) wait for curators (new and changed "
                               "ones go to Label Studio)", command=command(ws, "review", "push", "--stage", stage, "--lang", lang)))

@@ -50,8 +50,8 @@ from builder.workspace import schema as t
 from builder.workspace.store import Workspace, collector_paused, now, upsert_replace
 
 __all__ = [
-    "AcceptSummary", "Annotation", "DecisionLineage", "FormsEdit", "Opinion", "PullSummary", "ReviewProject", "SentenceEdit",
-    "SentenceReview", "StageAgreement", "TranslationEdit",
+    "AcceptSummary", "Annotation", "Change", "DecisionLineage", "FormsEdit", "Opinion", "PullSummary", "ReviewProject",
+    "SentenceEdit", "SentenceReview", "StageAgreement", "StagePull", "TranslationEdit",
     "accept", "curators", "current_pairs", "current_tables", "decide_judgements", "decide_tables",
     "decide_translations", "disagreements", "judge_decisions", "judge_pending", "latest_proposals", "opinions",
     "record_pull", "record_seed_words", "rejected_items", "rejected_pairs", "remember_project",
@@ -182,12 +182,43 @@ class AcceptSummary:
     already_verified: int
 
 
+class Change(Record):
+    """An annotation a pull recorded for the first time, found changed, or found deleted in Label Studio."""
+
+    stage: str
+    lang: str
+    item_id: str
+    reviewer: str
+    decision: str | None
+    cancelled: bool
+    change: Literal["new", "updated", "deleted"]
+
+    @property
+    def said(self) -> str:
+        """What the curator said: the decision, or that they skipped the task or chose nothing."""
+        return "skipped" if self.cancelled else self.decision or "no decision"
+
+
+@dataclass
+class StagePull:
+    """A project's annotations a pull found new, updated and deleted, and what the new and updated ones say (each
+    decision, "skipped")."""
+
+    new: int = 0
+    updated: int = 0
+    deleted: int = 0
+    said: dict[str, int] = field(default_factory=dict)
+
+
 @dataclass
 class PullSummary:
     new: int = 0
     updated: int = 0
     unchanged: int = 0
     deleted: int = 0  # annotations gone from Label Studio since the last pull: withdrawn, their rows kept
+    changes: list[Change] = field(default_factory=list)  # the new, updated and deleted annotations, one each
+    # (stage, lang) -> tasks ignored: made on what this workspace does not have (another workspace's, or made by hand)
+    ignored: dict[tuple[str, str], int] = field(default_factory=dict)
     verified: int = 0
     withdrawn: int = 0  # verified words taken back: the decision that verified them no longer holds
     rejected: int = 0
@@ -196,6 +227,16 @@ class PullSummary:
     # (stage, lang) -> items whose curators disagree since this pull (a new, changed or deleted annotation made them)
     disagreements: dict[tuple[str, str], int] = field(default_factory=dict)
     removed: list[str] = field(default_factory=list)  # control characters taken out of what curators typed, where
+
+    def by_stage(self) -> dict[tuple[str, str], StagePull]:
+        """(stage, lang) -> what this pull brought of the project: a line each, however many items it holds."""
+        out: dict[tuple[str, str], StagePull] = {}
+        for c in sorted(self.changes, key=lambda c: (c.stage, c.lang)):
+            counts = out.setdefault((c.stage, c.lang), StagePull())
+            setattr(counts, c.change, getattr(counts, c.change) + 1)
+            if c.change != "deleted":
+                counts.said[c.said] = counts.said.get(c.said, 0) + 1
+        return out
 
 
 # -- projects -----------------------------------------------------------------------------------------
@@ -719,6 +760,33 @@ def judge_pending(ws: Workspace, lang: str) -> dict[str, str]:
     return {f.item_id: f.reason for f in list_flags(ws, stage="judge", langs=[lang]) if f.item_id not in decided}
 
 
+def _foreign(ws: Workspace, annotations: list[Annotation]) -> set[int]:
+    """The ids of those `annotations` made on what this workspace does not have: a proposal it never made (or one of
+    another item or language), sentences it never wrote for the pair in that language, a lemma without forms in that
+    language. Their tasks are not its own: another workspace's, in a project an earlier version let two workspaces
+    share, or a task made by hand in Label Studio."""
+    foreign = set()
+    by_made_on: dict[str, list[Annotation]] = {}
+    for a in annotations:
+        by_made_on.setdefault(review_stage(a.stage).made_on, []).append(a)
+    proposals: dict[int, tuple[str, str]] = {}
+    pr = t.proposals
+    for ids in _chunks(sorted({a.translation.proposal_id for a in by_made_on.get("proposal", [])})):
+        proposals |= {r["id"]: (r["item_id"], r["lang"])
+                      for r in ws.rows(select(pr.c.id, pr.c.item_id, pr.c.lang).where(pr.c.id.in_(ids)))}
+    foreign |= {a.annotation_id for a in by_made_on.get("proposal", [])
+                if proposals.get(a.translation.proposal_id) != (a.item_id, a.lang)}
+    pairs: set[tuple[str, str]] = set()
+    sp, langs = t.sentence_pairs, sorted({a.lang for a in by_made_on.get("pair", [])})
+    for ids in _chunks(sorted({a.item_id for a in by_made_on.get("pair", [])})):
+        pairs |= {(r["pair_id"], r["lang"])
+                  for r in ws.rows(select(sp.c.pair_id, sp.c.lang).where(sp.c.pair_id.in_(ids), sp.c.lang.in_(langs)))}
+    foreign |= {a.annotation_id for a in by_made_on.get("pair", []) if (a.item_id, a.lang) not in pairs}
+    lemmas = {lang: _lemmas(ws, lang) for lang in {a.lang for a in by_made_on.get("table", [])}}
+    foreign |= {a.annotation_id for a in by_made_on.get("table", []) if a.item_id not in lemmas[a.lang]}
+    return foreign
+
+
 def record_pull(ws: Workspace, server: str, annotations: Iterable[Annotation],
                 exported: Iterable[tuple[str, str]] = ()) -> PullSummary:
     """Record what a pull from the server with identity `server` exported, then turn the decisions into verified words and forms.
@@ -730,22 +798,29 @@ def record_pull(ws: Workspace, server: str, annotations: Iterable[Annotation],
     translations and the judge's verdicts are decided for every language with a project of theirs (or of their
     adjudication) on that server, and inflection tables with a new, changed or withdrawn annotation. Items
     whose curators agreed (or were alone) before this pull and disagree after it are counted in
-    `disagreements`, by stage and language.
+    `disagreements`, by stage and language. An annotation first seen on what this workspace does not have (`_foreign`)
+    is not recorded: its task is counted in `ignored`.
     """
     ra, tr = t.review_annotations, t.table_reviews
-    recorded = ws.rows(select(ra.c.annotation_id, ra.c.updated_at, ra.c.withdrawn_at, ra.c.stage, ra.c.lang, ra.c.item_id)
-                       .where(ra.c.server == server))
+    recorded = ws.rows(select(ra.c.annotation_id, ra.c.updated_at, ra.c.withdrawn_at, ra.c.stage, ra.c.lang, ra.c.item_id,
+                              ra.c.reviewer, ra.c.decision, ra.c.cancelled).where(ra.c.server == server))
     known = {r["annotation_id"]: utc(r["updated_at"]) for r in recorded if r["withdrawn_at"] is None}
     recorded_ids = {r["annotation_id"] for r in recorded}
+    annotations = list(annotations)
+    foreign = _foreign(ws, [a for a in annotations if a.annotation_id not in recorded_ids])
     versioned = {r["annotation_id"] for r in ws.rows(select(tr.c.annotation_id).where(tr.c.server == server))}
     summary = PullSummary()
     touched: dict[tuple[str, str], set[str]] = {}  # (stage, lang) -> items with a new, changed or withdrawn annotation
     seen: set[int] = set()
     unversioned: list[Annotation] = []  # recorded before tables had versions (workspace schema 6 and older)
     pulled: dict[int, tuple[Annotation, bool]] = {}  # annotation id -> (annotation, first pull)
+    ignored: dict[tuple[str, str], set[int]] = {}  # (stage, lang) -> the tasks of foreign annotations
     for a in annotations:
         if a.server != server:
             raise ValueError(f"annotation {a.annotation_id} comes from server {a.server}, not from the pulled server {server}")
+        if a.annotation_id in foreign:
+            ignored.setdefault((a.stage, a.lang), set()).add(a.task_id)
+            continue
         seen.add(a.annotation_id)
         if known.get(a.annotation_id) == a.updated_at:
             if a.forms is not None and a.annotation_id not in versioned:
@@ -760,6 +835,11 @@ def record_pull(ws: Workspace, server: str, annotations: Iterable[Annotation],
             and (r["stage"], r["lang"]) in complete]
     for r in gone:
         touched.setdefault((base_stage(r["stage"]), r["lang"]), set()).add(r["item_id"])
+    summary.ignored = {key: len(tasks) for key, tasks in sorted(ignored.items())}
+    summary.changes = [Change(stage=a.stage, lang=a.lang, item_id=a.item_id, reviewer=a.reviewer, decision=a.decision,
+                              cancelled=a.cancelled, change="new" if first else "updated") for a, first in pulled.values()]
+    summary.changes += [Change(**{k: r[k] for k in ("stage", "lang", "item_id", "reviewer", "decision", "cancelled")},
+                               change="deleted") for r in gone]
     had: dict[tuple[str, str], set[str]] = {}  # the touched items that had opinions before: only they can have been disputed
     for r in recorded:
         key = (base_stage(r["stage"]), r["lang"])
@@ -818,7 +898,8 @@ def _counts(decided: Iterable[str], vocabulary: tuple[str, ...]) -> dict[str, in
 
 def _stage_status(ws: Workspace, stage: str, lang: str) -> dict:
     """A stage's row: pending items and decisions (an adjudication stage's: open disagreements and its
-    decisions); a reviewed stage's also open disagreements, adjudicated items and agreement."""
+    decisions); a reviewed stage's also open disagreements, adjudicated items and agreement. A disputed item waits
+    for the adjudicator alone: it counts among the disagreements, not among the items pending for curators."""
     record = review_stage(stage)
     base, vocabulary = record.name, tuple(record.decisions)
     ops, adjudicated = opinions(ws, lang, base)
@@ -828,7 +909,8 @@ def _stage_status(ws: Workspace, stage: str, lang: str) -> dict:
     key = _key(base)
     agreed = [anns[-1].decision for item, anns in ops.items() if _agree(anns, key) and item not in adjudicated]
     measured = _agreement(base, ops, adjudicated)
-    return {"pending": record.pending(ws, lang, len(agreed) + len(adjudicated)), **_counts(agreed, vocabulary),
+    pending = record.pending(ws, lang, len(agreed) + len(adjudicated)) - measured.disagreements
+    return {"pending": pending, **_counts(agreed, vocabulary),
             "disagreements": measured.disagreements, "adjudicated": measured.adjudicated,
             "agreement": measured.agreement.model_dump()}
 

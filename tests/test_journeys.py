@@ -81,15 +81,18 @@ def test_a_language_not_shipped_declared_once_goes_through_every_stage_into_a_re
 
     bus = concept_id("bus")
     assert script_flags() == {bus: "the proposal 'bus' (Latin) is not in Devanagari (Deva), the script declared for Hindi"}
-    # Curators review in Label Studio, whose projects carry the language's name (a project an earlier version titled
-    # with the code alone is found by its key and retitled): one corrects "bus", the rest is accepted.
+    # Curators review in Label Studio, whose projects carry the language's name and the workspace's mark (a project an
+    # earlier version made, titled with the code alone, is kept and retitled): one corrects "bus", the rest is accepted.
     conn = connect(ws.directory)
     ls = client(conn)
     earlier = ls.projects.create(title="[translation:hi] hi review").id
+    reviews.remember_project(ws, reviews.ReviewProject(stage="translation", lang="hi", project_id=earlier,
+                                                       title="[translation:hi] hi review", server=conn.server))
     assert f"translation hi: created {proposed}" in builder("review", "push", "--lang", "hi")
+    mark = f" (ws {ws.identity[:8]})"
     titles = {p.title: p.id for p in ls.projects.list()}
-    assert titles["[translation:hi] Hindi review"] == earlier and "[translation:hi] hi review" not in titles
-    task = next(tk for tk in ls.tasks.list(project=titles["[translation:hi] Hindi review"], fields="all")
+    assert titles["[translation:hi] Hindi review" + mark] == earlier and "[translation:hi] hi review" not in titles
+    task = next(tk for tk in ls.tasks.list(project=earlier, fields="all")
                 if tk.data["item_id"] == bus)
     ls.annotations.create(id=task.id, completed_by=reviewer_account(conn, "curator-hi"), lead_time=9.0, result=[
         {"from_name": "decision", "to_name": "english", "type": "choices", "value": {"choices": ["corrected"]}},
@@ -102,7 +105,7 @@ def test_a_language_not_shipped_declared_once_goes_through_every_stage_into_a_re
     assert f"generated en {n_pairs}, hi {n_pairs}" in builder("generate", "--lang", "hi", "--properties", PROPS)
     assert f"sentences hi: created {n_pairs}" in builder("review", "push", "--stage", "sentences", "--lang", "hi")
     titles = {p.title: p.id for p in ls.projects.list()}
-    shown = [tk.data for tk in ls.tasks.list(project=titles["[sentences:hi] Hindi review"], fields="all")]
+    shown = [tk.data for tk in ls.tasks.list(project=titles["[sentences:hi] Hindi review" + mark], fields="all")]
     assert len(shown) == n_pairs and all(d["english"] != "—" for d in shown)
     accept_open_tasks(ws, conn, "sentences", "hi", "curator-hi")
     builder("review", "pull")

@@ -239,6 +239,7 @@ def test_a_language_whose_names_hold_markup_reaches_every_screen_and_title_as_wr
         heading = ET.fromstring(project.label_config).find("Header").get("value")
         assert f"{name} (sh)" in heading, heading
         assert project.label_config == config(stage, lang)
-        assert project.title == title(stage, lang) and project.title.startswith(f"[{stage}:sh] {name}"[:50])
+        mark = f" (ws {ws.identity[:8]})"  # the name is cut where the title is long, never the workspace's mark
+        assert project.title == title(stage, lang, ws.identity) == f"[{stage}:sh] {name}"[:50 - len(mark)].rstrip() + mark
         assert project.expert_instruction == instructions(stage, lang)
         assert "Serbo-Croatian &amp; &quot;Bosnian&quot; &lt;sh&gt;" in project.expert_instruction

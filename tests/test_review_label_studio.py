@@ -13,20 +13,22 @@ from sqlalchemy import select
 from typer.testing import CliRunner
 
 from annotation import server as ls_server
-from annotation.autoreview import accept_open_tasks
+from annotation.autoreview import accept_open_tasks, reviewer_account
 from annotation.review import client, pull, push
 from builder.cli import app
 from builder.generate import generate, regenerate
 from builder.languages import registry
 from builder.llm.cache import LLMCache
 from builder.llm.client import LLMClient
+from builder.paths import sample_dir
 from builder.releases import load
 from builder.releases.publish import PublishRequest, publish
 from builder.reviews import rejected_items, rejected_pairs, review_status, sentence_decisions
+from builder.seeds import import_seeds
 from builder.selection import Scope
 from builder.translate import repropose, translate
 from builder.workspace import schema as t
-from builder.workspace.store import open_workspace
+from builder.workspace.store import init_workspace, open_workspace
 
 LANGS = ["fr", "es", "ca", "nl", "hu", "tr"]  # 6 x 193 = 1,158 tasks
 
@@ -436,7 +438,7 @@ def test_control_characters_a_curator_pastes_are_taken_out_and_told_at_pull(samp
     ws_dir, _ = label_studio
     conn = ls_server.connect(ws_dir)
     monkeypatch.setattr(ls_server, "connect", lambda *a, **k: conn)  # the command pulls from the tests' server
-    _translate(ws, server, ["uk"])  # a language no other test here pushes: its project is this workspace's
+    _translate(ws, server, ["uk"])
     push(ws, conn, "uk")
     tasks = {tk.data["item_id"]: tk for tk in _tasks(conn, _project(ws, "uk"))}
     fixed_id, rejected_id = sorted(tasks)[:2]
@@ -454,3 +456,72 @@ def test_control_characters_a_curator_pastes_are_taken_out_and_told_at_pull(samp
     assert ann[rejected_id]["comment"] == "wrong sense" and ann[rejected_id]["decision"] == "reject"
     again = CliRunner().invoke(app, ["review", "pull", "-w", str(ws.directory)])
     assert "0 new, 0 updated" in again.output  # taken once: the same annotation is not new on the next pull
+
+
+def test_two_workspaces_on_one_server_each_keep_their_own_project_and_decisions(sample_ws, server, label_studio,
+                                                                              tmp_path, monkeypatch):
+    """Two teams' workspaces push French translations to one Label Studio: each gets a project of its own (the same
+    readable title, each with its workspace's mark), finds it again, and pulls only its curators' decisions. A task
+    of the other workspace's that reaches a project (as two workspaces of an earlier version sharing one left them)
+    is ignored and told on the pull, never recorded."""
+    ours = sample_ws
+    theirs = init_workspace(tmp_path / "theirs")
+    import_seeds(theirs, sample_dir() / "seeds")
+    ws_dir, _ = label_studio
+    conn = ls_server.connect(ws_dir)
+    monkeypatch.setattr(ls_server, "connect", lambda *a, **k: conn)  # the command pulls from the tests' server
+    _translate(ours, server, ["fr"])
+    _translate(theirs, server, ["es"])  # their French proposals get other ids than ours
+    _translate(theirs, server, ["fr"])
+    try:
+        made = {w: push(w, conn, "fr").created for w in (ours, theirs)}
+        assert made == {ours: 193, theirs: 193}
+        pid = {w: _project(w, "fr") for w in (ours, theirs)}
+        assert pid[ours] != pid[theirs]
+        ls = client(conn)
+        titles = {p.id: p.title for p in ls.projects.list()}
+        for w in (ours, theirs):
+            assert titles[pid[w]] == f"[translation:fr] French review (ws {w.identity[:8]})"
+            assert push(w, conn, "fr").unchanged == 193  # each finds its own again
+        # A workspace that forgot its project finds it by its key, not the other's; one that remembers the other's
+        # (two workspaces of an earlier version took one project) leaves it to the workspace whose mark it bears.
+        with theirs.transaction() as c:
+            c.execute(t.review_projects.delete())
+        assert push(theirs, conn, "fr").unchanged == 193 and _project(theirs, "fr") == pid[theirs]
+        with theirs.transaction() as c:
+            c.execute(t.review_projects.update().values(project_id=pid[ours]))
+        assert push(theirs, conn, "fr").unchanged == 193 and _project(theirs, "fr") == pid[theirs]
+        assert ls.projects.get(id=pid[ours]).title.endswith(f"(ws {ours.identity[:8]})")
+
+        # A curator of each team decides the same word in their own project.
+        tasks = {w: {tk.data["item_id"]: tk for tk in _tasks(conn, pid[w])} for w in (ours, theirs)}
+        item = sorted(tasks[ours])[0]
+        ana, bo = reviewer_account(conn, "ana"), reviewer_account(conn, "bo")
+        decide = {"from_name": "decision", "to_name": "english", "type": "choices"}
+        ls.annotations.create(id=tasks[ours][item].id, completed_by=ana, result=[{**decide, "value": {"choices": ["accept"]}}])
+        ls.annotations.create(id=tasks[theirs][item].id, completed_by=bo, result=[
+            {**decide, "value": {"choices": ["reject"]}},
+            {"from_name": "comment", "to_name": "english", "type": "textarea", "value": {"text": ["wrong sense"]}}])
+        # Their task, copied into our project with its annotation, and a task made by hand there (no item key).
+        by_hand = {k: v for k, v in tasks[ours][item].data.items() if k not in ("item_key", "item_id")}
+        foreign = ls.projects.import_tasks(id=pid[ours], request=[{"data": tasks[theirs][item].data}, {"data": by_hand}],
+                                           return_task_ids=True).task_ids
+        for task_id in foreign:
+            ls.annotations.create(id=task_id, completed_by=bo, result=[{**decide, "value": {"choices": ["accept"]}}])
+
+        res = CliRunner().invoke(app, ["review", "pull", "--verbose", "-w", str(ours.directory)])
+        assert res.exit_code == 0, res.output
+        assert "translation fr: ignored 2 tasks this workspace did not push" in res.output
+        assert "  translation fr French: 1 new, 0 updated, 0 deleted; accept 1\n" in res.output
+        assert f"    {item}: accept by ana@builder.local (new)" in res.output
+        theirs_pulled = pull(theirs, conn)
+        assert (theirs_pulled.new, theirs_pulled.ignored) == (1, {})
+        for w, decision, reviewer, project in ((ours, "accept", "ana", pid[ours]), (theirs, "reject", "bo", pid[theirs])):
+            (row,) = w.rows(select(t.review_annotations))
+            assert (row["item_id"], row["decision"], row["reviewer"]) == (item, decision, f"{reviewer}@builder.local")
+            assert row["task_id"] == tasks[w][item].id and row["task_id"] in {tk.id for tk in _tasks(conn, project)}
+        assert [r["item_id"] for r in ours.rows(select(t.verified_words).where(t.verified_words.c.lang == "fr",
+                                                                            t.verified_words.c.origin == "review"))] == [item]
+        assert set(rejected_items(theirs, "fr")) == {item} and rejected_items(ours, "fr") == {}
+    finally:
+        theirs.close()

@@ -2,6 +2,7 @@
 adjudication and agreement out. Proposals, sentences and inflection forms come from the real stages
 against the OpenAI-compatible stand-in server."""
 
+import json
 import unicodedata
 from datetime import datetime, timedelta, timezone
 
@@ -13,9 +14,11 @@ from nltk.metrics.distance import edit_distance as levenshtein
 from sqlalchemy import select
 from test_generate import stage
 from test_m2c_workspace import _templates
+from typer.testing import CliRunner
 
 from builder import reviews
 from builder.audits import audit
+from builder.cli import app
 from builder.flags import list_flags
 from builder.generate import generate, regenerate
 from builder.languages import registry
@@ -113,7 +116,7 @@ def test_a_disagreement_blocks_verification_until_adjudicated(fr):
     assert (agr.items, agr.text_pairs) == (3, 3)
     assert agr.observed == pytest.approx(2 / 3) and agr.exact_match == pytest.approx(2 / 3) and agr.alpha is not None
     status = {(r["stage"], r["lang"]): r for r in reviews.review_status(ws)}[("translation", "fr")]
-    assert (status["disagreements"], status["pending"], status["accept"], status["corrected"]) == (1, len(latest) - 2, 1, 1)
+    assert (status["disagreements"], status["pending"], status["accept"], status["corrected"]) == (1, len(latest) - 3, 1, 1)
     assert status["reviewers"] == ["bo", "cy"] and status["agreement"] == agr.model_dump()
     # The adjudicator decides; the decision wins and names them.
     _project(ws, "adjudication", "fr")
@@ -124,6 +127,22 @@ def test_a_disagreement_blocks_verification_until_adjudicated(fr):
     review = ws.rows(select(t.reviews).where(t.reviews.c.id == word["review_id"]))[0]
     assert review["decision"] == "corrected" and review["reviewer"] == "dee (adjudicated)"
     assert reviews.disagreements(ws, "fr") == {}
+
+
+def test_review_status_counts_a_disputed_item_among_disagreements_only(fr):
+    """Every item decided, one disputed: it waits for the adjudicator alone, so status shows nothing pending for the
+    curators and one disagreement, and the next steps send it to adjudication only."""
+    ws, latest = fr
+    disputed = sorted(latest)[0]
+    record_pull(ws, SERVER, [said(n, item, p["id"], "bo", "accept") for n, (item, p) in enumerate(sorted(latest.items()), 1)]
+                + [said(len(latest) + 1, disputed, latest[disputed]["id"], "cy", "corrected", "ventilateur")])
+    res = CliRunner().invoke(app, ["review", "status", "--json", "-w", str(ws.directory)])
+    assert res.exit_code == 0, res.output
+    row = {(r["stage"], r["lang"]): r for r in json.loads(res.output)}[("translation", "fr")]
+    assert (row["pending"], row["disagreements"], row["accept"]) == (0, 1, len(latest) - 1)
+    shown = CliRunner().invoke(app, ["review", "status", "-w", str(ws.directory)]).output
+    assert "1 translation item(s) whose curators disagree wait for an adjudicator" in shown
+    assert "translation item(s) wait for curators" not in shown
 
 
 def test_a_correction_after_verification_withdraws_the_word_until_an_adjudicator_settles_it(fr):
@@ -314,6 +333,26 @@ def test_a_disputed_verdict_of_the_judge_is_flagged_again_until_adjudicated(samp
     _project(ws, "adjudicate-judge", "en")
     record_pull(ws, SERVER, [verdict(3, "dee", "keep", stage_name="adjudicate-judge")])
     assert list_flags(ws, stage="judge") == [] and reviews.judge_decisions(ws, "en")[wardrobe].reviewer == "dee (adjudicated)"
+
+
+def test_annotations_on_what_this_workspace_does_not_have_are_ignored_and_counted(fr):
+    """Another workspace's tasks (a project two workspaces of an earlier version shared): an annotation on a proposal
+    this workspace never made, on one of another item, or on sentences of a pair it never wrote, is not recorded; its
+    task is counted; the workspace's own annotations in the same pull are recorded as ever."""
+    ws, latest = fr
+    mine, other = sorted(latest)[:2]
+    unknown = max(p["id"] for p in latest.values()) + 1000
+    sentence = Annotation(stage="sentences", lang="fr", item_id="p-nowhere", annotation_id=13, server=SERVER, task_id=1013,
+                          decision="accept", reviewer="bo", created_at=T0, updated_at=T0,
+                          sentences=SentenceEdit(version="v", draft_acceptable="a", draft_unacceptable="b"))
+    _project(ws, "sentences", "fr")
+    s = record_pull(ws, SERVER, [said(10, mine, latest[mine]["id"], "bo", "accept"),
+                                 said(11, other, unknown, "bo", "accept"),  # a proposal made elsewhere
+                                 said(12, other, latest[mine]["id"], "bo", "corrected", "x"),  # another item's proposal
+                                 sentence])
+    assert (s.new, s.verified, s.ignored) == (1, 1, {("translation", "fr"): 2, ("sentences", "fr"): 1})
+    assert [(c.item_id, c.change) for c in s.changes] == [(mine, "new")]
+    assert ws.column(select(t.review_annotations.c.annotation_id)) == [10] and set(_words(ws)) == {mine}
 
 
 def test_records_that_do_not_fit_are_refused_with_the_annotation_named(fr):

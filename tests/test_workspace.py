@@ -37,6 +37,7 @@ def test_a_database_url_belongs_to_the_folder_that_recorded_it(new_database, tmp
     # Another folder given the same URL (a second machine of the team) is the same workspace.
     colleague = init_workspace(tmp_path / "colleague", database_url=url)
     assert colleague.count(t.concepts) == reopened.count(t.concepts)
+    assert colleague.identity == reopened.identity != own.identity
     for handle in (reopened, own, colleague):
         handle.close()
     cache.close()
@@ -85,12 +86,25 @@ def test_a_folder_keeps_its_database(new_database, tmp_path):
 def test_an_older_schema_is_migrated_on_open(ws):
     with ws.transaction() as conn:
         t.llm_claims.drop(conn)
+        conn.execute(t.meta.delete().where(t.meta.c.key == "workspace_id"))  # made before workspaces had an identity
         conn.execute(t.meta.update().where(t.meta.c.key == "schema_version").values(value="4"))
     ws.close()
     again = open_workspace(ws.directory)
     assert again.rows(select(t.meta.c.value).where(t.meta.c.key == "schema_version")) == [{"value": str(t.SCHEMA_VERSION)}]
     assert LLMCache.of_workspace(again).claim("k", Worker.current(), 60)
+    identity = again.identity
     again.close()
+    assert len(identity) == 32 and open_workspace(ws.directory).identity == identity  # made once, by the migration
+
+
+def test_each_workspace_has_an_identity_of_its_own_made_once(tmp_path):
+    opened = [init_workspace(tmp_path / "a"), init_workspace(tmp_path / "a"), open_workspace(tmp_path / "a"),
+              init_workspace(tmp_path / "b")]
+    try:
+        assert len({w.identity for w in opened[:3]}) == 1 and opened[3].identity != opened[0].identity
+    finally:
+        for w in opened:
+            w.close()
 
 
 @pytest.mark.parametrize("collecting", [True, False])

@@ -92,15 +92,31 @@ def review_push(
 
 
 @review_app.command("pull")
-def review_pull(workspace: Path | None = WorkspaceOpt) -> None:
-    """Pull every annotation back into the workspace; accepted and corrected words become verified."""
+def review_pull(
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Also list each new, updated and deleted annotation"),
+    workspace: Path | None = WorkspaceOpt,
+) -> None:
+    """Pull every annotation back into the workspace; accepted and corrected words become verified.
+
+    Says per stage and language how many annotations are new, updated and deleted and what they decide."""
     from annotation.review import pull
     from annotation.server import connect
 
     ws = open_ws(workspace)
     s = pull(ws, connect(ws.directory, log=err.print))
+    reg = registry(ws)
     out.print(f"annotations: {s.new} new, {s.updated} updated, {s.unchanged} unchanged, {s.deleted} deleted in Label Studio "
-              f"(no longer counted); decisions {s.by_decision}; newly verified {s.verified}")
+              f"(no longer counted); newly verified {s.verified}")
+    for (stage, lang), p in s.by_stage().items():
+        said = ", ".join(f"{decision} {n}" for decision, n in sorted(p.said.items()))
+        out.print(f"  {stage} {label(lang, reg)}: {p.new} new, {p.updated} updated, {p.deleted} deleted"
+                  + (f"; {said}" if said else ""), markup=False, highlight=False)
+        if verbose:
+            for c in (c for c in s.changes if (c.stage, c.lang) == (stage, lang)):
+                out.print(f"    {c.item_id}: {c.said} by {c.reviewer} ({c.change})", markup=False, highlight=False)
+    for (stage, lang), n in sorted(s.ignored.items()):
+        err.print(f"{stage} {lang}: ignored {n} task{'s' if n != 1 else ''} this workspace did not push (another "
+                  "workspace's, or made by hand in Label Studio); nothing of them was recorded", markup=False, highlight=False)
     if s.withdrawn:
         out.print(f"{s.withdrawn} verified word{'s' if s.withdrawn != 1 else ''} withdrawn: the decision that verified "
                   f"{'them' if s.withdrawn != 1 else 'it'} no longer holds")

@@ -18,16 +18,18 @@ from sqlalchemy import (
     UniqueConstraint,
 )
 
-SCHEMA_VERSION = 10  # 2: review projects and annotations (Label Studio); 3: sentence_reviews, m2c_tests, lexicon_forms,
+SCHEMA_VERSION = 11  # 2: review projects and annotations (Label Studio); 3: sentence_reviews, m2c_tests, lexicon_forms,
 # release_waivers; 4: review rows keyed by the Label Studio server's identity (column `server`), no longer by its URL;
 # 5: llm_claims; 6: llm_endpoints, llm_calls.mode and .max_tokens, batches.failures;
 # 7: table_reviews; 8: indexes on review_annotations (lang, stage) and sentence_pairs (lang); 9: flags.attempts;
-# 10: review_annotations.withdrawn_at (annotations deleted in Label Studio)
+# 10: review_annotations.withdrawn_at (annotations deleted in Label Studio); 11: the workspace's identity (meta
+# `workspace_id`), which keeps its Label Studio projects apart from another workspace's on one server
 
 OLDEST_MIGRATED = 4  # older workspaces keyed review rows by Label Studio's URL: only their server could re-key them
 
 metadata = MetaData()
 
+# schema_version, created_at, workspace_id (a random id made once, when the workspace is made or migrated to version 11)
 meta = Table("meta", metadata, Column("key", String(64), primary_key=True), Column("value", Text, nullable=False))
 
 languages = Table(

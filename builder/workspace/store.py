@@ -16,9 +16,11 @@ import gc
 import hashlib
 import json
 import os
+import uuid
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 from datetime import datetime, timezone
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +39,7 @@ SCHEMA_LOCK = "workspace schema"  # held while the schema is made or migrated (`
 DB_FILE = "workspace.sqlite"
 SERVER_FILE = "workspace.json"  # {"database_url": …}: the folder's database is on a PostgreSQL server
 DRIVER = "postgresql+psycopg"
+IDENTITY = "workspace_id"  # the meta key of the workspace's identity (`Workspace.identity`)
 
 
 class WorkspaceError(BuilderError):
@@ -176,6 +179,7 @@ def init_workspace(directory: Path | str | None = None, *, database_url: str | N
             if version is None:
                 conn.execute(t.meta.insert().values(key="schema_version", value=str(t.SCHEMA_VERSION)))
                 conn.execute(t.meta.insert().values(key="created_at", value=now().isoformat()))
+                conn.execute(t.meta.insert().values(key=IDENTITY, value=uuid.uuid4().hex))
         if version is not None:
             _bring_up_to_date(engine, int(version), directory)
     return Workspace(directory, engine)
@@ -219,13 +223,15 @@ def _bring_up_to_date(engine: Engine, version: int, directory: Path) -> None:
 def _migrate(engine: Engine) -> None:
     """Bring an older workspace to this schema in one transaction, then record the new version.
 
-    New tables are created, and new nullable columns and indexes added.
+    New tables are created, new nullable columns and indexes added, and a workspace made before it had an identity
+    gets one.
     """
     with engine.begin() as conn:
         t.metadata.create_all(conn)
         add_missing_columns(conn, t.metadata.sorted_tables)
         for index in (index for table in t.metadata.sorted_tables for index in table.indexes):
             index.create(conn, checkfirst=True)  # create_all makes a table's indexes only with the table
+        upsert_ignore(conn, t.meta, [{"key": IDENTITY, "value": uuid.uuid4().hex}])
         conn.execute(t.meta.update().where(t.meta.c.key == "schema_version").values(value=str(t.SCHEMA_VERSION)))
 
 
@@ -300,6 +306,16 @@ class Workspace:
 
     def close(self) -> None:
         self.engine.dispose()
+
+    @cached_property
+    def identity(self) -> str:
+        """The workspace's own random id, made once with it (or by its migration to schema 11): what tells its Label
+        Studio projects from another workspace's on the same server. The folders of a shared workspace (one
+        PostgreSQL database) have the same; a copied folder (a SQLite file) keeps its original's."""
+        found = self.column(select(t.meta.c.value).where(t.meta.c.key == IDENTITY))
+        if not found:
+            raise WorkspaceError(f"the workspace {self.directory} records no identity ({IDENTITY} in its meta table)")
+        return found[0]
 
     def exclusive(self, name: str) -> AbstractContextManager[None]:
         """Held by one process at a time among all that open this workspace (`exclusive`)."""
