@@ -1,5 +1,6 @@
-"""Shared fixtures: a workspace with the bundled sample, the OpenAI-compatible stand-in server, and a
-PostgreSQL server for the tests marked `both_databases`, which run once on SQLite and once on it."""
+"""Shared fixtures: a workspace with the bundled sample, the OpenAI-compatible stand-in server, a
+PostgreSQL server for the tests marked `both_databases`, which run once on SQLite and once on it, and
+each test's own default score store (`BUILDER_SCORE_STORE`), so that no test reads or fills the user's."""
 
 from __future__ import annotations
 
