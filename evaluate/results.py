@@ -83,6 +83,7 @@ class Results:
     scores: list[Score]
     tables: dict[str, pd.DataFrame]
     store: dict[str, dict[str, int]] = field(default_factory=dict)  # per method: texts computed, stored, unstored
+    threads: int | None = None  # torch's CPU threads in the run that wrote them (a local model; a suite's jobs share the cores)
 
     def score_frame(self) -> pd.DataFrame:
         return pd.DataFrame([s.model_dump() for s in self.scores], columns=list(Score.model_fields))
@@ -104,7 +105,8 @@ def write_results(directory: Path, results: Results) -> None:
         write_json(directory / SUMMARY, {"config": results.config.model_dump(mode="json"),
                                          "scores": [s.model_dump() for s in results.scores],
                                          "tables": sorted(results.tables),
-                                         **({"store": results.store} if results.store else {})})
+                                         **({"store": results.store} if results.store else {}),
+                                         **({"threads": results.threads} if results.threads else {})})
 
 
 def read_results(directory: Path) -> Results:
@@ -119,4 +121,4 @@ def read_results(directory: Path) -> Results:
         raise InputError(f"{path}: not a results summary ({exc})") from exc
     items = pd.read_parquet(Path(directory) / ITEMS) if (Path(directory) / ITEMS).is_file() else pd.DataFrame(columns=ITEM_COLUMNS)
     tables = {name: pd.read_parquet(Path(directory) / f"{name}.parquet") for name in data.get("tables", [])}
-    return Results(config, items, scores, tables, data.get("store", {}))
+    return Results(config, items, scores, tables, data.get("store", {}), data.get("threads"))

@@ -16,7 +16,8 @@ under a lock of its own in the folder (the other runs wait for it, then reuse it
 folder of its own (DIR/work/<method>), and the results and the report are each written by one run at a time.
 Given a score store (`evaluate.store`), the scorer and the generator are wrapped by it, so a method's texts
 already scored (by another run, on another release) are taken from it; `summary.json` records per method how
-many texts were computed and how many came from the store (`store`).
+many texts were computed and how many came from the store (`store`), and with a local model the torch threads
+the run used (`threads`: a suite's jobs on one machine share its cores).
 """
 
 from __future__ import annotations
@@ -180,7 +181,8 @@ def run_evaluation(pairs: pd.DataFrame, dataset: DatasetInfo, loaded: LoadedMode
         scores += out.scores
         tables.update(out.tables)
     results = Results(config, pd.concat(items, ignore_index=True), scores, tables,
-                      {m: c for m, c in counts.items() if c} if store is not None else {})
+                      {m: c for m, c in counts.items() if c} if store is not None else {},
+                      torch.get_num_threads() if loaded is not None else None)
     write_results(out_dir, results)
     try:
         (out_dir / "work").rmdir()

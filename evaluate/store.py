@@ -103,7 +103,7 @@ def store_url(given: str | None) -> str:
         try:
             return db.server_url(given)
         except db.WorkspaceError as exc:
-            raise ScoreStoreError(f"--store {given}: {exc}") from exc
+            raise ScoreStoreError(f"--store: {exc}") from exc  # exc shows the URL without its password
     return f"sqlite:///{Path(given).expanduser().resolve()}"
 
 
@@ -117,6 +117,13 @@ def model_identity(info: ModelInfo) -> dict:
     if info.source == "hub":
         weights = {"hub": info.name, "revision": info.revision}
     return {"source": info.source, **weights, "architecture": info.architecture, "dtype": info.dtype, "device": kind}
+
+
+def said(counts: dict[str, dict[str, int]]) -> str:
+    """Per-method counts (`Results.store`) in a few words, as a run ends: what was computed, what came from the store."""
+    computed = sum(c.get("computed", 0) for c in counts.values())
+    stored = sum(c.get("stored", 0) for c in counts.values())
+    return f"{computed} texts computed, {stored} from the store"
 
 
 @dataclass
@@ -170,6 +177,12 @@ class ScoreStore:
 
     def close(self) -> None:
         self.engine.dispose()
+
+    def __enter__(self) -> ScoreStore:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
     def describe(self, config: str, described: dict) -> None:
         with self.engine.begin() as conn:

@@ -53,6 +53,7 @@ from evaluate.store import (
     StoredGenerator,
     StoredScorer,
     model_identity,
+    said,
     store_url,
     text_key,
 )
@@ -115,13 +116,10 @@ def evaluate_entry(job: EntryJob, progress: Callable[[str, int, int], None] | No
         methods = check_needs(resolve(job.suite.methods), local=job.entry.local, score_endpoint=job.entry.score_endpoint)
         data = _release(job.release, job.version, job.suite)
         loaded, settings = _load(job.entry, job.device)
-        store = ScoreStore.open(job.store)
-        try:
+        with ScoreStore.open(job.store) as store:
             results = run_evaluation(data.pairs, data.dataset, loaded, methods, folder, _options(job.suite, job.entry),
                                      progress, m2c=data.m2c, endpoint=settings, score_endpoint=job.entry.score_endpoint,
                                      store=store)
-        finally:
-            store.close()
         if job.report:
             from evaluate.report import build_report
 
@@ -231,9 +229,11 @@ def check_suite(suite: Suite) -> None:
 def jobs_for(suite: Suite, release: str, version: str, out_dir: Path, store: str | None, *, jobs: int = 1,
              devices: list[str] | None = None, report: bool = True) -> list[EntryJob]:
     """One job per entry: devices given round-robin (an entry's own `device` first), and with several jobs at once
-    on CPUs, each job an equal share of the cores."""
+    on CPUs, each job an equal share of the cores this process may run on (a Slurm allocation's or `taskset`'s, not
+    the machine's), shared by the jobs that can run at once."""
     url = store_url(store)
-    threads = max(1, (os.cpu_count() or 1) // jobs) if jobs > 1 else None
+    at_once = min(jobs, len(suite.models))
+    threads = max(1, available_cores() // at_once) if at_once > 1 else None
     out = []
     for i, entry in enumerate(suite.models):
         device = entry.device or (devices[i % len(devices)] if devices else None)
@@ -241,6 +241,11 @@ def jobs_for(suite: Suite, release: str, version: str, out_dir: Path, store: str
         out.append(EntryJob(suite=suite, entry=entry, release=str(release), version=version, out_dir=Path(out_dir),
                             store=url, device=device, threads=threads if cpu and entry.local else None, report=report))
     return out
+
+
+def available_cores() -> int:
+    """The cores this process may run on."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 def run_suite(suite: Suite, release: str, version: str, out_dir: Path, *, store: str | None = None, jobs: int = 1,
@@ -271,9 +276,7 @@ def run_suite(suite: Suite, release: str, version: str, out_dir: Path, *, store:
 def _said(outcome: EntryOutcome) -> str:
     if not outcome.ok:
         return f"{outcome.name}: FAILED: {outcome.error}"
-    computed = sum(c.get("computed", 0) for c in outcome.store.values())
-    stored = sum(c.get("stored", 0) for c in outcome.store.values())
-    return f"{outcome.name}: done in {outcome.seconds:.0f} s ({computed} texts computed, {stored} from the store)"
+    return f"{outcome.name}: done in {outcome.seconds:.0f} s ({said(outcome.store)})"
 
 
 def finish(out_dir: Path, suite: Suite, release: str, version: str, previous: Path | None,

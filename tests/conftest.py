@@ -1,5 +1,6 @@
-"""Shared fixtures: a workspace with the bundled sample, the OpenAI-compatible stand-in server, and a
-PostgreSQL server for the tests marked `both_databases`, which run once on SQLite and once on it."""
+"""Shared fixtures: a workspace with the bundled sample, the OpenAI-compatible stand-in server, a
+PostgreSQL server for the tests marked `both_databases`, which run once on SQLite and once on it, and
+each test's own default score store (`BUILDER_SCORE_STORE`), so that no test reads or fills the user's."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from builder.paths import sample_dir
 from builder.seeds import import_seeds
 from builder.testing.standin import Faults, Lexicon, StandinServer
 from builder.workspace.store import init_workspace
+from evaluate.store import ENV as SCORE_STORE
 
 # Session fixtures shared by the evaluation tests: one release, one toy, one evaluation for the whole run.
 pytest_plugins = ["eval_fixtures", "generative_fixtures"]
@@ -45,6 +47,22 @@ def started(start, unavailable: type[Exception], what: str, required: str):
         if os.environ.get(required) == "required":
             raise
         pytest.skip(f"{what} tests: {exc}")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def session_score_store(tmp_path_factory):
+    """The score store of session and module fixtures that evaluate (`eval run`'s default), never the user's cache."""
+    os.environ[SCORE_STORE] = str(tmp_path_factory.mktemp("score-store") / "scores.sqlite")
+    yield
+    os.environ.pop(SCORE_STORE, None)
+
+
+@pytest.fixture(autouse=True)
+def score_store(tmp_path_factory, monkeypatch) -> Path:
+    """Each test's own default score store (made on first use): what one test scored is never another's."""
+    path = tmp_path_factory.mktemp("score-store") / "scores.sqlite"
+    monkeypatch.setenv(SCORE_STORE, str(path))
+    return path
 
 
 @pytest.fixture(scope="session")

@@ -15,6 +15,7 @@ import pandas as pd
 import pytest
 from eval_fixtures import VERSION
 from test_eval_scoring import RowCounter
+from toy_suites import same_results, store_rows
 from typer.testing import CliRunner
 
 from builder.cli import app
@@ -25,6 +26,7 @@ from evaluate.models import load_model
 from evaluate.report import build_report
 from evaluate.results import read_results
 from evaluate.run import run_evaluation
+from evaluate.scoring import Scorer
 
 runner = CliRunner()
 ROOT = Path(__file__).resolve().parents[1]
@@ -124,6 +126,47 @@ def test_rerun_resumes_from_finished_methods_without_scoring_again(evaluated, re
         counter.close()
     assert counter.rows > 0
     assert json.loads((target / "summary.json").read_text())["config"]["scoring"]["bos_policy"] == "eos"
+
+
+def test_a_second_run_takes_every_score_from_the_store_and_equals_the_first(release, toy_dir, tmp_path, score_store,
+                                                                            monkeypatch):
+    """`eval run` looks every text up in the score store (by default the user's cache; in a test, its own) and has the
+    model score only what is missing: run again into another folder, it computes nothing and gives the same results;
+    with --no-store it computes everything again and leaves the store as it was."""
+    asked = []
+    score = Scorer.score
+
+    def counted(self, requests, progress=None):  # what reaches the model: watched, not replaced
+        asked.extend(requests)
+        return score(self, requests, progress)
+
+    monkeypatch.setattr(Scorer, "score", counted)
+
+    def run(name: str, *flags: str):
+        asked.clear()
+        res = cli("eval", "run", "--release", str(release), "--version", VERSION, "--model", str(toy_dir), "--methods",
+                  "direct,meta", "--langs", "de,en", "--batch-size", "16", "--no-report", "--out", str(tmp_path / name), *flags)
+        assert res.exit_code == 0, res.output
+        return read_results(tmp_path / name), len(asked), " ".join(res.output.split())
+
+    first, computed, shown = run("first")
+    counts = first.store
+    assert set(counts) == {"direct", "meta"} and all(c["stored"] == 0 and c["unstored"] == 0 for c in counts.values())
+    assert computed == sum(c["computed"] for c in counts.values()) > 0
+    assert f"{computed} texts computed, 0 from the store" in shown
+    rows = store_rows(score_store)
+    assert rows == computed
+
+    second, none, shown = run("second")
+    assert none == 0 and f"0 texts computed, {computed} from the store" in shown
+    assert second.store == {m: {"computed": 0, "stored": c["computed"], "unstored": 0} for m, c in counts.items()}
+    pd.testing.assert_frame_equal(second.items, first.items)  # every decision and score, to the bit
+    pd.testing.assert_frame_equal(second.score_frame(), first.score_frame())
+
+    bypassed, again, shown = run("bypassed", "--no-store")
+    assert again == computed and bypassed.store == {} and "from the store" not in shown
+    assert store_rows(score_store) == rows
+    same_results(tmp_path / "bypassed", tmp_path / "first")
 
 
 def test_two_runs_into_one_results_folder_at_once_score_once_and_show_no_half_file(evaluated, release, toy_dir, tmp_path):
@@ -270,6 +313,12 @@ def test_bad_inputs_are_one_clear_error_line(release, toy_dir, tmp_path):
     assert res.exit_code == 1 and "no config.json" in res.output
     res = cli("eval", "report", str(tmp_path))
     assert res.exit_code == 1 and "no summary.json" in res.output
+    res = cli("eval", "run", "--release", str(release), "--model", str(toy_dir), "--out", str(tmp_path / "o"),
+              "--store", str(tmp_path / "s.sqlite"), "--no-store")
+    assert res.exit_code == 1 and "--store and --no-store: give one" in res.output
+    res = cli("eval", "run", "--release", str(release), "--model", str(toy_dir), "--out", str(tmp_path / "o"),
+              "--store", "postgresql://team:hunter2@db.invalid/scores")
+    assert res.exit_code == 1 and "leave the password out of the URL" in res.output and "hunter2" not in res.output
     assert not (tmp_path / "o").exists()
 
 

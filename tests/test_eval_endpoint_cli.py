@@ -96,11 +96,11 @@ def test_a_sample_asks_exactly_the_stated_m2c_tests_and_self_translation_pairs_a
     from builder import releases
     from builder.m2c.template_files import template_type
 
-    def run(out, *flags):
+    def run(out, *flags):  # without the score store: each run's requests are what its sample asks
         calls = server.stats.calls
         res = cli("eval", "run", "--release", str(m2c_release), "--version", VERSION, "--endpoint", server.base_url,
                   "--model", "standin-chat", "--methods", "selftranslate,m2c", "--langs", "de,en", "--concurrency", "8",
-                  "--out", str(out), *flags)
+                  "--out", str(out), "--no-store", *flags)
         assert res.exit_code == 0, res.output
         m2c, st = (pd.read_parquet(out / f"{t}.parquet") for t in ("m2c_items", "selftranslate_items"))
         originals = st[st["condition"] == "original"]
@@ -149,11 +149,11 @@ def test_a_consistency_sample_asks_the_stated_pairs_twice_and_says_so(m2c_releas
 
     from builder import releases
 
-    def run(out, *flags):
+    def run(out, *flags):  # without the score store: each run's requests are what its sample asks
         calls = server.stats.calls
         res = cli("eval", "run", "--release", str(m2c_release), "--version", VERSION, "--endpoint", server.base_url,
                   "--model", "standin-chat", "--methods", "consistency", "--langs", "de,en", "--concurrency", "8",
-                  "--out", str(out), *flags)
+                  "--out", str(out), "--no-store", *flags)
         assert res.exit_code == 0, res.output
         return (json.loads((out / "summary.json").read_text())["config"]["options"],
                 pd.read_parquet(out / "consistency_run_to_run.parquet"), pd.read_parquet(out / "consistency_matrix.parquet"),

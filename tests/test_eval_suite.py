@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import multiprocessing
+import os
 import shutil
 from pathlib import Path
 
@@ -17,51 +18,22 @@ import pandas as pd
 import pytest
 from eval_fixtures import VERSION
 from sample_workspace import publish_changed
+from toy_suites import same_results, store_rows, summary, toy_suite
 from typer.testing import CliRunner
 
 from builder.cli import app
 from builder.m2c.template_files import template_type
 from evaluate.data import load_release_pairs
 from evaluate.scoring import ScoringSetup, TokenScores
-from evaluate.store import ScoreStore, StoredScorer, stored_scores
+from evaluate.store import ScoreStore, StoredScorer
 
 runner = CliRunner()
-
-
-def suite_file(tmp_path: Path, toy_dir: Path, body: str = "") -> Path:
-    path = tmp_path / "suite.yaml"
-    path.write_text(f"""# two configurations of one model
-methods: [direct, meta]
-langs: [de, en]
-models:
-  - name: toy
-    folder: {toy_dir}
-    batch_size: 16
-  - name: toy-eos
-    folder: {toy_dir}
-    bos: eos
-    batch_size: 16
-{body}""", encoding="utf-8")
-    return path
 
 
 def suite(*args: str, ok: bool = True) -> str:
     res = runner.invoke(app, ["eval", "suite", "run", *map(str, args)], catch_exceptions=False)
     assert (res.exit_code == 0) == ok, res.output
     return res.output
-
-
-def store_rows(path: Path) -> int:
-    store = ScoreStore.open(str(path))
-    try:
-        with store.engine.connect() as conn:
-            return conn.execute(stored_scores.select().with_only_columns(stored_scores.c.text)).all().__len__()
-    finally:
-        store.close()
-
-
-def summary(folder: Path) -> dict:
-    return json.loads((folder / "summary.json").read_text(encoding="utf-8"))
 
 
 @pytest.mark.parametrize(("body", "line", "said"), [
@@ -78,7 +50,7 @@ def test_a_bad_suite_file_is_refused_before_any_model_loads_naming_file_line_and
 
     monkeypatch.setattr("evaluate.suite_run.load_model", no_loading)
     (tmp_path / "model").mkdir()
-    path = suite_file(tmp_path, tmp_path / "model", body)
+    path = toy_suite(tmp_path / "suite.yaml", tmp_path / "model", body=body)
     output = " ".join(suite(path, "--release", tmp_path, "--out", tmp_path / "out", ok=False).split())
     assert f"{path}:{line}: {said}" in output
     assert not (tmp_path / "out").exists()
@@ -87,7 +59,7 @@ def test_a_bad_suite_file_is_refused_before_any_model_loads_naming_file_line_and
 def test_a_suite_on_a_changed_release_computes_only_the_new_texts_and_equals_a_run_from_scratch(
         release, toy_dir, tmp_path):
     root = Path(shutil.copytree(release.parent, tmp_path / "data"))  # its workspace and releases, changed here only
-    path, store = suite_file(tmp_path, toy_dir), tmp_path / "scores.sqlite"
+    path, store = toy_suite(tmp_path / "suite.yaml", toy_dir), tmp_path / "scores.sqlite"
     common = ["--release", root / "releases", "--store", store, "--no-report"]
 
     # The dry run on an empty store: every text is missing, and nothing is written (not even the store).
@@ -125,28 +97,31 @@ def test_a_suite_on_a_changed_release_computes_only_the_new_texts_and_equals_a_r
         for method in ("direct", "meta"):
             assert counts[method]["computed"] + counts[method]["stored"] == fresh[method]["computed"]
             assert fresh[method]["stored"] == 0
+        same_results(tmp_path / "v2" / name, tmp_path / "scratch" / name)
         a = pd.read_parquet(tmp_path / "v2" / name / "results.parquet")
-        b = pd.read_parquet(tmp_path / "scratch" / name / "results.parquet")
-        assert a[["pair_id", "lang", "method", "variant", "correct"]].equals(b[["pair_id", "lang", "method", "variant", "correct"]])
-        for col in ("score_acceptable", "score_unacceptable"):
-            assert np.allclose(a[col], b[col], rtol=0, atol=1e-4, equal_nan=True)
         assert set(a.loc[a["pair_id"].isin(changed), "pair_id"]) == changed & set(a["pair_id"])
     # the two configurations are apart in the store: the same sentences under another BOS policy
     assert summary(tmp_path / "v1" / "toy-eos")["store"]["direct"]["computed"] == len(sentences)
 
 
-def test_two_entries_at_once_each_in_a_process_of_its_own(release, toy_dir, tmp_path):
-    path = tmp_path / "suite.yaml"
-    path.write_text(f"methods: [direct]\nlangs: [en]\nmodels:\n  - name: a\n    folder: {toy_dir}\n"
-                    f"  - name: b\n    folder: {toy_dir}\n    bos: none\n", encoding="utf-8")
+def test_two_entries_at_once_each_in_a_process_of_its_own_with_half_the_cores(release, toy_dir, tmp_path, monkeypatch):
+    """--jobs 2 on CPUs: each entry's process runs torch on its share of the cores this one may use. A process left
+    to itself takes every core (as OMP_NUM_THREADS says here), so with two cores or more an entry that did not share
+    would show it."""
+    cores = len(os.sched_getaffinity(0))
+    monkeypatch.setenv("OMP_NUM_THREADS", str(cores))
+    path = toy_suite(tmp_path / "suite.yaml", toy_dir, methods="direct", langs="en")
     suite(path, "--release", release, "--version", VERSION, "--out", tmp_path / "out", "--store", tmp_path / "s.sqlite",
           "--jobs", "2", "--devices", "cpu", "--no-report")
-    for name in ("a", "b"):
+    threads = []
+    for name in ("toy", "toy-eos"):
         data = summary(tmp_path / "out" / name)
         assert data["config"]["langs"] == ["en"] and data["store"]["direct"]["stored"] == 0
         assert data["config"]["model"]["device"] == "cpu"
-    assert summary(tmp_path / "out" / "a")["config"]["scoring"]["bos_policy"] == "bos"
-    assert summary(tmp_path / "out" / "b")["config"]["scoring"]["bos_policy"] == "none"
+        threads.append(data["threads"])
+    assert threads == [max(1, cores // 2)] * 2 and sum(threads) <= max(cores, 2)
+    assert summary(tmp_path / "out" / "toy")["config"]["scoring"]["bos_policy"] == "bos"
+    assert summary(tmp_path / "out" / "toy-eos")["config"]["scoring"]["bos_policy"] == "eos"
     assert [e["ok"] for e in json.loads((tmp_path / "out" / "suite.json").read_text())["entries"]] == [True, True]
 
 

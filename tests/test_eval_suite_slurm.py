@@ -12,14 +12,13 @@ import re
 import time
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 import pytest
 from eval_fixtures import VERSION
+from toy_suites import same_results, store_rows, summary, toy_suite
 from typer.testing import CliRunner
 
 from builder.cli import app
-from evaluate.store import ScoreStore, stored_scores
 from evaluate.suite import SuiteError, load_suite
 
 runner = CliRunner()
@@ -51,27 +50,6 @@ def until_finished(out: Path, timeout_s: float = 900) -> str:
 
 def files(folder: Path) -> set[str]:
     return {str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file()}
-
-
-def summary(folder: Path) -> dict:
-    return json.loads((folder / "summary.json").read_text(encoding="utf-8"))
-
-
-def store_rows(path: Path) -> int:
-    store = ScoreStore.open(str(path))
-    try:
-        with store.engine.connect() as conn:
-            return len(conn.execute(stored_scores.select().with_only_columns(stored_scores.c.text)).all())
-    finally:
-        store.close()
-
-
-def same_results(a: Path, b: Path) -> None:
-    x, y = pd.read_parquet(a / "results.parquet"), pd.read_parquet(b / "results.parquet")
-    keys = ["pair_id", "lang", "method", "variant", "correct"]
-    assert x[keys].equals(y[keys])
-    for col in ("score_acceptable", "score_unacceptable"):
-        assert np.allclose(x[col], y[col], rtol=0, atol=1e-4, equal_nan=True)
 
 
 def test_resources_come_from_the_suite_and_an_entry_sets_its_own_over_them(tmp_path):
@@ -117,19 +95,8 @@ def test_the_local_executors_options_are_refused_with_slurm_before_anything_is_s
 
 @pytest.mark.slurm
 def test_a_suite_on_slurm_is_submitted_watched_collected_and_equals_the_local_run(slurm, release, toy_dir, tmp_path):
-    path = write_suite(tmp_path / "suite.yaml", f"""methods: [direct]
-langs: [en]
-{RESOURCES}
-models:
-  - name: toy
-    folder: {toy_dir}
-    batch_size: 16
-  - name: toy-eos
-    folder: {toy_dir}
-    bos: eos
-    batch_size: 16
-    resources: {{mem: 3G}}
-""")
+    path = toy_suite(tmp_path / "suite.yaml", toy_dir, methods="direct", langs="en", suite=f"{RESOURCES}\n",
+                     body="    resources: {mem: 3G}\n")
     common = ["--release", release, "--version", VERSION, "--no-report"]
     out = tmp_path / "results"
     shown = cli("run", path, *common, "--out", out, "--store", tmp_path / "scores.sqlite", "--executor", "slurm").output

@@ -7,6 +7,7 @@ run, so that the rest of the command line starts at once.
 from __future__ import annotations
 
 import os
+from contextlib import nullcontext
 from pathlib import Path
 
 import typer
@@ -19,6 +20,8 @@ from builder.llm.config import LLMSettings
 from builder.progress import progress
 
 eval_app = typer.Typer(help="Evaluate models on a released version: run, report, gate.", no_args_is_help=True)
+STORE_HELP = ("The score store, where every score and greedy reply is looked up before it is computed: a SQLite file or "
+              "postgresql://USER@HOST/DB [default: $BUILDER_SCORE_STORE, else ~/.cache/xbench-builder/scores.sqlite]")
 
 
 @eval_app.command("run")
@@ -62,6 +65,8 @@ def run(
     out_dir: Path | None = typer.Option(None, "--out", help="Results folder (re-running resumes there) [default, with the "
                                         "workspace's releases: <workspace>/eval/<version>/<model>]"),
     report: bool = typer.Option(True, "--report/--no-report", help="Write the report after the run"),
+    store: str | None = typer.Option(None, "--store", help=STORE_HELP),
+    no_store: bool = typer.Option(False, "--no-store", help="Compute every text, neither reading nor writing the score store"),
     workspace: Path | None = WorkspaceOpt,
 ) -> None:
     """Run methods on a released version; writes results.parquet, summary.json and the report to --out.
@@ -72,12 +77,15 @@ def run(
     from evaluate.methods import EvalOptions, resolve
     from evaluate.models import load_model
     from evaluate.run import check_needs, run_evaluation
+    from evaluate.store import ScoreStore, said, store_url
 
-    store = workspace_dir(workspace) / "releases" if release is None else None
-    if store is not None:
-        if not store.is_dir():
-            fail(f"no releases in {store}: publish one (builder publish --bump minor -w {store.parent}), or give "
-                 "--release with a release folder or a Hub dataset id")
+    if store and no_store:
+        fail("--store and --no-store: give one")
+    releases_dir = workspace_dir(workspace) / "releases" if release is None else None
+    if releases_dir is not None:
+        if not releases_dir.is_dir():
+            fail(f"no releases in {releases_dir}: publish one (builder publish --bump minor -w {releases_dir.parent}), "
+                 "or give --release with a release folder or a Hub dataset id")
     elif out_dir is None:
         fail("--out is needed with --release: the folder the results go to (with the workspace's releases it defaults "
              "to <workspace>/eval/<version>/<model>)")
@@ -90,9 +98,10 @@ def run(
                               translate_directions=tuple(d.strip() for d in (translate_directions or "").split(",") if d.strip()))
     except ValidationError as exc:  # the options as given on this command line
         fail(exc)
-    data = load_release(release or store, version, codes(langs), m2c=any(m.name == "m2c" for m in chosen))
+    url = None if no_store else store_url(store)  # a malformed --store is refused before a model is loaded
+    data = load_release(release or releases_dir, version, codes(langs), m2c=any(m.name == "m2c" for m in chosen))
     if out_dir is None:
-        out_dir = store.parent / "eval" / data.dataset.version / _results_name(model)
+        out_dir = releases_dir.parent / "eval" / data.dataset.version / _results_name(model)
     if endpoint:
         if not model:
             fail("--endpoint needs --model: the served model's name")
@@ -109,9 +118,11 @@ def run(
               f"on {where}", highlight=False)
     if info.languages_note:
         err.print(f"[yellow]{info.languages_note}[/yellow]", highlight=False)
-    with progress(err) as show:
+    with (nullcontext() if url is None else ScoreStore.open(url)) as opened, progress(err) as show:
         results = run_evaluation(data.pairs, info, loaded, chosen, out_dir, options, show, m2c=data.m2c,
-                                 endpoint=settings, score_endpoint=score_endpoint)
+                                 endpoint=settings, score_endpoint=score_endpoint, store=opened)
+    if results.store:
+        err.print(said(results.store), highlight=False)
     _print_headline(results)
     if report:
         _report(out_dir)
@@ -242,8 +253,7 @@ def suite_run_cmd(
     out_dir: Path = typer.Option(..., "--out", help="Results: one folder per entry, DIR/<name>/, and DIR/suite.json "
                                  "(re-running resumes)"),
     previous: Path | None = typer.Option(None, "--previous", help="The previous release's suite results (its --out)"),
-    store: str | None = typer.Option(None, "--store", help="The score store: a SQLite file or postgresql://USER@HOST/DB "
-                                     "[default: $BUILDER_SCORE_STORE, else ~/.cache/xbench-builder/scores.sqlite]"),
+    store: str | None = typer.Option(None, "--store", help=STORE_HELP),
     jobs: int = typer.Option(1, "--jobs", min=1, help="Entries evaluated at once, each in a process of its own "
                              "(on CPUs the cores are shared among them)"),
     devices: str | None = typer.Option(None, "--devices", help="Devices given to the entries in turn: cuda:0,cuda:1 "
