@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sqlite3
 
@@ -15,6 +16,24 @@ runner = CliRunner()
 
 def cli(*args):
     return runner.invoke(app, list(args), catch_exceptions=False)
+
+
+def sampled_run(server, release, out, methods: str, *flags) -> tuple[dict, int, str]:
+    """`eval run` on the stand-in without the score store, so that a run's requests are what its sample asks: the
+    options summary.json records, the requests sent, the report."""
+    calls = server.stats.calls
+    res = cli("eval", "run", "--release", str(release), "--version", VERSION, "--endpoint", server.base_url, "--model",
+              "standin-chat", "--methods", methods, "--langs", "de,en", "--concurrency", "8", "--out", str(out),
+              "--no-store", *flags)
+    assert res.exit_code == 0, res.output
+    return (json.loads((out / "summary.json").read_text())["config"]["options"], server.stats.calls - calls,
+            (out / "report.md").read_text())
+
+
+def stated_sample(rows, key: str, by: list[str], n: int) -> set:
+    """The `key`s a seed-0 sample of at most `n` rows per `by` group holds: those whose sha256 of "0|key" ranks lowest."""
+    rank = rows[key].map(lambda k: hashlib.sha256(f"0|{k}".encode()).hexdigest())
+    return set(rows.assign(rank=rank).sort_values("rank").groupby(by).head(n)[key])
 
 
 def test_endpoint_run_report_and_gates_on_consistency_and_morphological_errors(m2c_release, server, tmp_path):
@@ -89,31 +108,20 @@ def test_a_method_the_backend_cannot_serve_is_refused_before_the_release_or_a_mo
 def test_a_sample_asks_exactly_the_stated_m2c_tests_and_self_translation_pairs_and_records_it(m2c_release, server, tmp_path):
     """--sample-m2c N: at most N tests per language and test type; --sample-selftranslate N: at most N source pairs per
     negative type; each those whose sha256 of "seed|id" ranks lowest. Without them, every test and pair."""
-    import hashlib
-
     import pandas as pd
 
     from builder import releases
     from builder.m2c.template_files import template_type
 
-    def run(out, *flags):  # without the score store: each run's requests are what its sample asks
-        calls = server.stats.calls
-        res = cli("eval", "run", "--release", str(m2c_release), "--version", VERSION, "--endpoint", server.base_url,
-                  "--model", "standin-chat", "--methods", "selftranslate,m2c", "--langs", "de,en", "--concurrency", "8",
-                  "--out", str(out), "--no-store", *flags)
-        assert res.exit_code == 0, res.output
+    def run(out, *flags):
+        options, calls, md = sampled_run(server, m2c_release, out, "selftranslate,m2c", *flags)
         m2c, st = (pd.read_parquet(out / f"{t}.parquet") for t in ("m2c_items", "selftranslate_items"))
-        originals = st[st["condition"] == "original"]
-        return (json.loads((out / "summary.json").read_text())["config"]["options"], m2c, originals,
-                server.stats.calls - calls, (out / "report.md").read_text())
+        return options, m2c, st[st["condition"] == "original"], calls, md
 
     tests = pd.concat([releases.load(m2c_release, VERSION, f"m2c_{lang}").to_pandas() for lang in ("de", "en")])
     tests["test_type"] = tests["template_id"].map(template_type)
     en = releases.load(m2c_release, VERSION, "en").to_pandas()
 
-    def stated(rows, key, by, n):
-        rank = rows[key].map(lambda k: hashlib.sha256(f"0|{k}".encode()).hexdigest())
-        return set(rows.assign(rank=rank).sort_values("rank").groupby(by).head(n)[key])
 
     options, m2c, originals, whole_calls, md = run(tmp_path / "whole")
     assert options["sample_m2c"] is None and options["sample_selftranslate"] is None
@@ -125,9 +133,9 @@ def test_a_sample_asks_exactly_the_stated_m2c_tests_and_self_translation_pairs_a
     options, m2c, originals, sample_calls, md = run(tmp_path / "sample", *sample)
     assert options["sample_m2c"] == 1 and options["sample_selftranslate"] == 2 and options["seed"] == 0
     asked = set(m2c["test_id"])
-    assert asked == stated(tests, "test_id", ["lang", "test_type"], 1)
+    assert asked == stated_sample(tests, "test_id", ["lang", "test_type"], 1)
     assert len(asked) == tests.groupby(["lang", "test_type"]).ngroups < len(tests)
-    assert set(originals["pair_id"]) == stated(en, "pair_id", ["negative_type"], 2)
+    assert set(originals["pair_id"]) == stated_sample(en, "pair_id", ["negative_type"], 2)
     assert len(originals) == 2 * en["negative_type"].nunique() < len(en)
     assert 0 < sample_calls < whole_calls
     # each sampled test asked as in the whole run (its one-shot exemplar drawn from every test)
@@ -143,21 +151,14 @@ def test_a_consistency_sample_asks_the_stated_pairs_twice_and_says_so(m2c_releas
     """--sample-consistency N: the two sampled runs (the run-to-run baseline) ask at most N pairs per language and
     negative type, those whose sha256 of "seed|pair id" ranks lowest; the comparison across languages still reads
     every pair's decisions."""
-    import hashlib
-
     import pandas as pd
 
     from builder import releases
 
-    def run(out, *flags):  # without the score store: each run's requests are what its sample asks
-        calls = server.stats.calls
-        res = cli("eval", "run", "--release", str(m2c_release), "--version", VERSION, "--endpoint", server.base_url,
-                  "--model", "standin-chat", "--methods", "consistency", "--langs", "de,en", "--concurrency", "8",
-                  "--out", str(out), "--no-store", *flags)
-        assert res.exit_code == 0, res.output
-        return (json.loads((out / "summary.json").read_text())["config"]["options"],
-                pd.read_parquet(out / "consistency_run_to_run.parquet"), pd.read_parquet(out / "consistency_matrix.parquet"),
-                server.stats.calls - calls, (out / "report.md").read_text())
+    def run(out, *flags):
+        options, calls, md = sampled_run(server, m2c_release, out, "consistency", *flags)
+        return (options, pd.read_parquet(out / "consistency_run_to_run.parquet"),
+                pd.read_parquet(out / "consistency_matrix.parquet"), calls, md)
 
     pairs = pd.concat([releases.load(m2c_release, VERSION, lang).to_pandas() for lang in ("de", "en")])
     options, whole, whole_matrix, whole_calls, md = run(tmp_path / "whole")
@@ -167,8 +168,7 @@ def test_a_consistency_sample_asks_the_stated_pairs_twice_and_says_so(m2c_releas
 
     options, sample, matrix, sample_calls, md = run(tmp_path / "sample", "--sample-consistency", "1")
     assert options["sample_consistency"] == 1
-    rank = pairs["pair_id"].map(lambda k: hashlib.sha256(f"0|{k}".encode()).hexdigest())
-    stated = pairs.assign(rank=rank).sort_values("rank").groupby(["lang", "negative_type"]).head(1)
+    stated = pairs[pairs["pair_id"].isin(stated_sample(pairs, "pair_id", ["lang", "negative_type"], 1))]
     assert dict(zip(sample["lang"], sample["n"])) == stated.groupby("lang").size().to_dict()
     assert (sample["n"] < sample["lang"].map(pairs.groupby("lang").size())).all()
     # the meta prompts asked for decisions are the whole run's; only the two sampled runs shrink, by 2 requests a pair
