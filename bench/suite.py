@@ -15,7 +15,9 @@ when every item decision of the incremental run equals the scratch run's, every 
 nats of it, every method table is the same (m2c's replies and verdicts, selftranslate's translations and
 letters; its numbers within 1e-4) and every summary score is within 1e-4. Target: incremental_ratio at most 0.2, identical=true.
 `--quick` evaluates en, de and zh only with 3 M2C tests per template (a busy 2-core machine runs the
-whole bench in well over an hour). Ends with one line: BENCH suite entries=3 full_s=… incremental_s=…
+whole bench in well over an hour); `--demo-sample` evaluates every language with the demo's stated sample of
+the generative methods (`builder.demo.DEMO_SAMPLE`: 4 M2C tests per language and test type, 2 self-translation
+pairs per negative type; direct and meta score every pair), about 25 minutes on two idle cores. Ends with one line: BENCH suite entries=3 full_s=… incremental_s=…
 incremental_ratio=… computed_fraction=… identical=true|false
 """
 
@@ -79,12 +81,14 @@ def identical(a_dir: Path, b_dir: Path) -> tuple[bool, str]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="en, de and zh only, 3 M2C tests per template")
+    parser.add_argument("--demo-sample", action="store_true", help="the demo's sample of M2C tests and self-translations")
     args = parser.parse_args()
     sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from rich.console import Console
     from sample_workspace import build_sample_release, publish_changed  # the demo's data, built by the real stages
 
+    from builder.demo import DEMO_SAMPLE
     from builder.progress import progress
     from evaluate.data import load_release_pairs
     from evaluate.suite import ModelEntry, Suite
@@ -99,11 +103,14 @@ def main() -> None:
         pairs, _ = load_release_pairs(release, "1.0.0")
         toy = train_toy(judgement_corpus(pairs), tmp / "toy", steps=TOY_STEPS, seed=0)
         changed = publish_changed(tmp / "demo", "1.0.1")
-        suite = Suite(methods=METHODS, langs=langs, models=[
+        sample = dict(sample_m2c=DEMO_SAMPLE.sample_m2c, sample_selftranslate=DEMO_SAMPLE.sample_selftranslate) \
+            if args.demo_sample else {}
+        suite = Suite(methods=METHODS, langs=langs, **sample, models=[
             ModelEntry(name="smollm2", gguf="default"), ModelEntry(name="smollm2-eos", gguf="default", bos="eos"),
             ModelEntry(name="toy", folder=toy)])
         print(f"{len(pairs)} pairs in {pairs['lang'].nunique()} languages, {len(changed)} pair ids changed in 1.0.1; "
-              f"suite of {len(suite.models)} on {os.cpu_count()} cores (load average {os.getloadavg()[0]:.1f})",
+              + (f"sample {sample}; " if sample else "")
+              + f"suite of {len(suite.models)} on {os.cpu_count()} cores (load average {os.getloadavg()[0]:.1f})",
               flush=True)
 
         def timed(version: str, out: str, store: str) -> tuple[float, list]:

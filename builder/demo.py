@@ -162,7 +162,9 @@ def _m2c(ws: Workspace, conn, console: Console, settings: LLMSettings, auto_revi
     todo = needs(ws, "de", templates)
     if todo:
         reg = languages_mod.registry(ws)
-        run = run_stage(ws, settings, "fill", lambda c, p: propose_forms(ws, c, reg["de"], todo, progress=p), console)
+        order = needs(ws, "de", templates, proposals_missing=True)
+        run = run_stage(ws, settings, "fill", lambda c, p: propose_forms(ws, c, reg["de"], todo, order=order, progress=p),
+                        console)
         console.print(f"      de: proposed {run.result.proposed} form(s) for {run.result.lemmas} lemma(s)")
     if not _review(ws, conn, console, "inflections", ("de",), auto_review):
         return False

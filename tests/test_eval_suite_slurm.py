@@ -208,6 +208,8 @@ models:
     again = " ".join(cli(*run, "--wait", ok=False).output.split())
     assert "broken failed 2 times and is not resubmitted" in again
     assert set((out / ".jobs" / "jobs").glob("*_log.err")) == logs and attempts(out, "broken") == 2  # no third job
+    unwaited = " ".join(cli(*run, ok=False).output.split())  # without --wait too: exit 1, nothing submitted
+    assert "broken failed 2 times and is not resubmitted" in unwaited and attempts(out, "broken") == 2
     assert "broken: failed" in cli("status", out, ok=False).output
     forced = " ".join(cli(*run, "--retry-failed", "--wait", ok=False).output.split())
     assert attempts(out, "broken") == 3 and len(set((out / ".jobs" / "jobs").glob("*_log.err"))) == 3

@@ -275,6 +275,40 @@ def test_two_workers_filling_one_language_send_side_by_side_and_no_request_twice
     assert len(_forms(ws)) == 2 * 40 and ws.count(t.llm_claims) == 0
 
 
+def test_a_worker_that_starts_late_cuts_the_requests_the_first_one_sends_and_sends_none_twice(ws, server, tmp_path):
+    """Requests are cut from a list that does not move as proposals are stored. A worker that starts once another has
+    stored part of a language, unevenly (a lemma of the first request flagged), asks the second request as the other
+    sent it (answered here from the cache, as a reply the other is still sending is waited for) and the flagged lemma
+    alone: not those ten lemmas shifted into new requests."""
+    root = tmp_path / "templates"
+    (root / "de").mkdir(parents=True)
+    lemmas = ", ".join(f"Raum{i:02d}: {('MASC', 'FEM', 'NEUT')[i % 3]}" for i in range(40))  # four requests of ten
+    (root / "de" / "spatial.yaml").write_text(TEMPLATE.replace("{Tisch: MASC, Lampe: FEM, Bett: NEUT}", f"{{{lemmas}}}"))
+    server.lexicon.inflections[("de", "Raum00", "SG.DAT")] = " "
+    assert _fill(ws, server, root, max_reasks=0).flagged.keys() == {"Raum00"}
+    second = [f"Raum{i:02d}" for i in range(10, 20)]
+    with ws.transaction() as conn:  # the second request's reply not stored yet: the first worker is still sending it
+        conn.execute(t.lexicon_forms.delete().where(t.lexicon_forms.c.lemma.in_(second)))
+    server.lexicon.inflections[("de", "Raum00", "SG.DAT")] = "Raum00"
+    todo = needs(ws, "de", root)
+    assert [n.lemma for n in todo] == ["Raum00", *second]
+    assert [n.lemma for n in needs(ws, "de", root, proposals_missing=True)] == [f"Raum{i:02d}" for i in range(40)]
+
+    async def late():
+        client = LLMClient(LLMCache.of_workspace(ws), settings_for(server, items_per_request=10))
+        try:
+            order = needs(ws, "de", root, proposals_missing=True)
+            return client, await propose_forms(ws, client, registry(ws)["de"], todo, order=order)
+        finally:
+            await client.aclose()
+
+    client, summary = asyncio.run(late())
+    assert client.stats.sent == 1 and summary.flagged == {}  # the flagged lemma, asked again alone
+    asked = {lemma: server.stats.requested[("de", n.id)] for lemma, n in ((n.lemma, n) for n in todo)}
+    assert asked == {"Raum00": 2, **dict.fromkeys(second, 1)}
+    assert len(_forms(ws)) == 2 * 40
+
+
 def test_a_blank_form_is_asked_again_then_flagged(ws, server, tmp_path):
     import_unimorph(ws, _table(tmp_path), "de")
     server.lexicon.inflections[("de", "Bett", "PL.DAT")] = " "

@@ -322,16 +322,22 @@ def _submit_suite(suite, release: str, version: str, out_dir: Path, store: str |
                           retry_failed=retry_failed)
     out.print(cluster.describe(states), highlight=False, markup=False)
     if not wait:
+        if given_up := [s for s in states if s.state == "failed" and s.finished]:  # nothing will make these done
+            _fail_entries(given_up)
         out.print(f"submitted: builder eval suite status {out_dir}, then builder eval suite collect {out_dir}",
                   highlight=False, markup=False)
         return
     states = cluster.wait(out_dir / JOBS_DIR)
     if failed := [s for s in states if s.state == "failed"]:
         out.print(cluster.describe(states), highlight=False, markup=False)
-        fail("; ".join(f"{s.name} failed {s.attempts} times and is not resubmitted (its log is above): once its cause is "
-                       "fixed, the same command with --retry-failed resubmits it" if s.finished else
-                       f"{s.name} failed: the same command again resubmits it" for s in failed))
+        _fail_entries(failed)
     _collect(out_dir)
+
+
+def _fail_entries(failed) -> None:
+    fail("; ".join(f"{s.name} failed {s.attempts} times and is not resubmitted (its log is above): once its cause is "
+                   "fixed, the same command with --retry-failed resubmits it" if s.finished else
+                   f"{s.name} failed: the same command again resubmits it" for s in failed))
 
 
 def _collect(out_dir: Path) -> None:

@@ -129,8 +129,9 @@ def fill_cmd(
             out.print(f"{code}: every lexicon form the templates need is in the lexicon")
             continue
         record = registry(ws)[code]
-        run = run_stage(ws, llm, "fill", lambda c, p, todo=todo, record=record: propose_forms(
-            ws, c, record, todo, reask_flagged=reask_flagged, progress=p), err)
+        order = needs(ws, code, templates, proposals_missing=True)
+        run = run_stage(ws, llm, "fill", lambda c, p, todo=todo, record=record, order=order: propose_forms(
+            ws, c, record, todo, order=order, reask_flagged=reask_flagged, progress=p), err)
         report_stage(run, f"{code}: proposed {run.result.proposed} form(s) for {run.result.lemmas} lemma(s)"
                      + (f"; flagged {', '.join(run.result.flagged)}" if run.result.flagged else ""))
         show_steps(ws, stage_steps(ws, "fill", [code], ("--templates", str(templates)) if templates else ()))

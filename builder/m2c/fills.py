@@ -75,8 +75,11 @@ def stand_in_resolver(ref: LexiconRef) -> list[Lexeme]:
     return [Lexeme({b: lemma for b in ref.bundles}, lemma=lemma, features=f) for lemma, f in ref.lemmas.items()]
 
 
-def needs(ws: Workspace, lang: str, root: Path | None = None) -> list[Need]:
-    """What the language's templates need and the lexicon lacks (or has rejected)."""
+def needs(ws: Workspace, lang: str, root: Path | None = None, *, proposals_missing: bool = False) -> list[Need]:
+    """What the language's templates need and the lexicon lacks (or has rejected).
+
+    With `proposals_missing`, forms the LLM proposed count as lacking too: a list that does not move as this
+    worker or another stores its proposals, which `propose_forms` cuts its requests from."""
     language = load_language(lang)
     refs: list[LexiconRef] = []
 
@@ -95,7 +98,8 @@ def needs(ws: Workspace, lang: str, root: Path | None = None) -> list[Need]:
     out = []
     for lemma, (feats, bundles) in sorted(wanted.items()):
         rows = have.get(lemma, {})
-        missing = [b for b in bundles if b not in rows or rows[b]["status"] == "rejected"]
+        missing = [b for b in bundles if b not in rows or rows[b]["status"] == "rejected"
+                   or (proposals_missing and rows[b]["source"] == "llm")]
         if missing:
             out.append(Need(language.code, lemma, feats, tuple(missing)))
     return out
@@ -111,11 +115,17 @@ def request_for(lang: Language, chunk: list[Need]) -> Request:
 
 
 async def propose_forms(ws: Workspace, client: LLMClient, lang: Language, todo: list[Need], *,
-                        reask_flagged: bool = False, progress: Progress | None = None) -> FillSummary:
+                        order: list[Need] | None = None, reask_flagged: bool = False,
+                        progress: Progress | None = None) -> FillSummary:
     """Ask for the missing forms, `client.items_per_request` lemmas at a time; store each valid lemma at once. Flagged
-    lemmas are asked again with their reason until they wait for a person (or, with `reask_flagged`, even then)."""
+    lemmas are asked again with their reason until they wait for a person (or, with `reask_flagged`, even then).
+
+    Requests are cut from `order` (`needs(…, proposals_missing=True)`; default `todo`), each holding those of its
+    lemmas that `todo` names: a worker that starts after another has stored some lemmas then cuts the very requests
+    the other is sending, waits for their replies and sends none twice."""
     flagged = retries(ws, "fill", lang.code, everything=reask_flagged)
     todo = [n for n in todo if flagged.asks(n.id)]
+    asked = {n.id: n for n in todo}
     summary = FillSummary(lemmas=len(todo))
     language = load_language(lang.code)
     stored = {"lemmas": 0}
@@ -126,8 +136,11 @@ async def propose_forms(ws: Workspace, client: LLMClient, lang: Language, todo: 
             progress(lang.code, stored["lemmas"], len(todo))
 
     done(0)
-    await client.in_chunks(todo, lambda chunk: _propose_chunk(ws, client, lang, language, chunk, summary, flagged, done),
-                           item_id=lambda need: need.id)
+    async def ask(chunk: list[Need]) -> ItemsOutcome | None:
+        want = [asked[n.id] for n in chunk if n.id in asked]
+        return await _propose_chunk(ws, client, lang, language, want, summary, flagged, done) if want else None
+
+    await client.in_chunks(order or todo, ask, item_id=lambda need: need.id)
     return summary
 
 
