@@ -282,7 +282,7 @@ _PAGE = Environment(autoescape=True, undefined=StrictUndefined, trim_blocks=True
 <html lang="en"><head><meta charset="utf-8"><title>Leaderboard: {{ board.release }}</title>
 <style>
 body{font-family:sans-serif;max-width:80em;margin:2em auto}table{border-collapse:collapse;margin:.5em 0}
-td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}th{background:#f4f4f4}td.name,th.name{text-align:left}
+td,th{border:1px solid #ccc;padding:2px 6px;text-align:right;vertical-align:top}th{background:#f4f4f4}td.name,th.name{text-align:left}
 td.heat small{display:block;font-size:70%}figure{margin:1em 0}figcaption{color:#444;max-width:60em}
 .bar{position:relative;width:20em;height:1em;background:linear-gradient(to right,{{ gradient }})}
 .chance{position:absolute;top:-.3em;height:1.6em;border-left:2px solid #d00}.pass{color:#070}.fail{color:#b00}
