@@ -17,8 +17,8 @@ letters; its numbers within 1e-4) and every summary score is within 1e-4. Target
 `--quick` evaluates en, de and zh only with 3 M2C tests per template (a busy 2-core machine runs the
 whole bench in well over an hour); `--demo-sample` evaluates every language with the demo's stated sample of
 the generative methods (`builder.demo.DEMO_SAMPLE`: 4 M2C tests per language and test type, 2 self-translation
-pairs per negative type; direct and meta score every pair), about 25 minutes on two idle cores. Ends with one line: BENCH suite entries=3 full_s=… incremental_s=…
-incremental_ratio=… computed_fraction=… identical=true|false
+pairs per negative type; direct and meta score every pair), about 19 minutes on two idle cores. Ends with one
+line: BENCH suite entries=3 full_s=… incremental_s=… incremental_ratio=… computed_fraction=… identical=true|false
 """
 
 from __future__ import annotations

@@ -122,7 +122,6 @@ def test_a_sample_asks_exactly_the_stated_m2c_tests_and_self_translation_pairs_a
     tests["test_type"] = tests["template_id"].map(template_type)
     en = releases.load(m2c_release, VERSION, "en").to_pandas()
 
-
     options, m2c, originals, whole_calls, md = run(tmp_path / "whole")
     assert options["sample_m2c"] is None and options["sample_selftranslate"] is None
     assert set(m2c["test_id"]) == set(tests["test_id"]) and set(originals["pair_id"]) == set(en["pair_id"])

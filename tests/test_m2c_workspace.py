@@ -304,8 +304,7 @@ def test_a_worker_that_starts_late_cuts_the_requests_the_first_one_sends_and_sen
 
     client, summary = asyncio.run(late())
     assert client.stats.sent == 1 and summary.flagged == {}  # the flagged lemma, asked again alone
-    asked = {lemma: server.stats.requested[("de", n.id)] for lemma, n in ((n.lemma, n) for n in todo)}
-    assert asked == {"Raum00": 2, **dict.fromkeys(second, 1)}
+    assert {n.lemma: server.stats.requested[("de", n.id)] for n in todo} == {"Raum00": 2, **dict.fromkeys(second, 1)}
     assert len(_forms(ws)) == 2 * 40
 
 

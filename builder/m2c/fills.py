@@ -136,6 +136,7 @@ async def propose_forms(ws: Workspace, client: LLMClient, lang: Language, todo: 
             progress(lang.code, stored["lemmas"], len(todo))
 
     done(0)
+
     async def ask(chunk: list[Need]) -> ItemsOutcome | None:
         want = [asked[n.id] for n in chunk if n.id in asked]
         return await _propose_chunk(ws, client, lang, language, want, summary, flagged, done) if want else None
