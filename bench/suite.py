@@ -39,8 +39,8 @@ TOLERANCE = 1e-4
 
 
 def identical(a_dir: Path, b_dir: Path) -> tuple[bool, str]:
-    """Every item decision the same, every item and summary score within TOLERANCE; else what differs."""
-    import numpy as np
+    """Every item decision the same, every item and summary score within TOLERANCE; else what differs. Either way
+    the largest item-score difference of each method."""
     import pandas as pd
 
     from evaluate.results import read_results
@@ -50,11 +50,23 @@ def identical(a_dir: Path, b_dir: Path) -> tuple[bool, str]:
     x, y = (r.items.sort_values(key).reset_index(drop=True) for r in (a, b))
     if not x[key].equals(y[key]):
         return False, "different items"
+    gaps = pd.concat([(x[c] - y[c]).abs() for c in ("score_acceptable", "score_unacceptable")], axis=1).max(axis=1)
+    largest = "largest item-score difference: " + ", ".join(
+        f"{m} {g:.2g}" for m, g in gaps.groupby(x["method"]).max().fillna(0).items())
+    ok, why = compare(a, b, x, y, gaps)
+    return ok, f"{why} ({largest})".lstrip()
+
+
+def compare(a, b, x, y, gaps) -> tuple[bool, str]:
+    """Decisions, item scores (their differences `gaps`), tables and summary scores of results a and b, whose items
+    are x and y, aligned."""
+    import numpy as np
+    import pandas as pd
+
     if (flipped := int((x["correct"] != y["correct"]).sum())):
         return False, f"{flipped} decisions differ"
-    for col in ("score_acceptable", "score_unacceptable"):
-        if not np.allclose(x[col], y[col], rtol=0, atol=TOLERANCE, equal_nan=True):
-            return False, f"{col} differs by {np.nanmax(np.abs(x[col] - y[col])):.1e}"
+    if gaps.max() > TOLERANCE:
+        return False, f"item scores differ by {gaps.max():.1e}"
     if sorted(a.tables) != sorted(b.tables):
         return False, "different tables"
     for name in a.tables:  # m2c's and selftranslate's decisions (replies, letters, verdicts) are in their tables

@@ -20,7 +20,7 @@ from builder import languages as languages_mod
 from builder import reviews
 from builder.flags import RUNS, Flag, Retries, list_flags
 from builder.generate import Rewrites, rewrites
-from builder.review_stages import stage_names, stages
+from builder.review_stages import ReviewStage, review_stage, stage_names, stages
 from builder.workspace import schema as t
 from builder.workspace.store import Workspace, default_dir
 
@@ -136,7 +136,7 @@ def next_steps(ws: Workspace, langs: Collection[str] | None = None) -> list[Step
     codes = [c for c in languages_mod.registry(ws) if langs is None or c in langs]
     projects = {(p["stage"], p["lang"]): p for p in reviews.review_status(ws)}
     writable = _writable(ws)
-    begun = {lang for _, lang in projects} | {lang for table in (t.proposals, t.sentence_pairs, t.flags)
+    begun = {lang for _, lang in projects} | {lang for table in (t.proposals, t.sentence_pairs, t.flags, t.lexicon_forms)
                                                 for lang in ws.column(select(table.c.lang).distinct())}
     steps: list[Step] = []
     ready = []
@@ -184,13 +184,20 @@ def _writing(ws: Workspace, lang: str, stale: Collection[str], writable: int) ->
                  command=command(ws, "generate", "--lang", lang))] if what else []
 
 
-def _review_steps(ws: Workspace, reads: _Reads, projects: dict) -> list[Step]:
+def review_steps(ws: Workspace, stage: str, langs: Collection[str]) -> list[Step]:
+    """What waits for curators and adjudicators in one review stage, in these languages: what the LLM stage that
+    proposes its items ends with."""
+    projects = {(p["stage"], p["lang"]): p for p in reviews.review_status(ws)}
+    return [s for lang in langs for s in _review_steps(ws, _Reads(ws, lang), projects, (review_stage(stage),))]
+
+
+def _review_steps(ws: Workspace, reads: _Reads, projects: dict, records: Collection[ReviewStage] | None = None) -> list[Step]:
     """Items waiting for curators, stage by stage (those its record says wait, or else its project's pending
     ones), and disagreements waiting for an adjudicator. A disputed item waits for the adjudicator alone: the
     curators' push has nothing to send for it."""
     steps = []
     lang = reads.lang
-    for record in stages():
+    for record in records or stages():
         stage, adjudication = record.names()
         row = projects.get((stage, lang))
         disputed = set(reviews.disagreements(ws, lang, stage)) if row and row.get("disagreements") else set()

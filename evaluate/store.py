@@ -15,9 +15,9 @@ A stored value is keyed by
   Sampled replies (a temperature and a seed) are drawn from one random stream across a whole call, so
   one reply depends on every other prompt of the call: they are never stored, always generated.
 
-The stored value is exactly what was computed, in whatever batch it was computed: scores that depend
-on their batch (packed rows add in another order) differ from a fresh computation by rounding only
-(below 1e-4 nats on a CPU in float32). Writes are `INSERT … ON CONFLICT DO NOTHING`, one transaction
+The stored value is exactly what was computed, in whatever batch it was computed; in float32 on a CPU a
+score does not depend on its batch (`evaluate.scoring`: attention in float64), so it equals a fresh
+computation to the bit; in reduced precision or on a GPU, by rounding. Writes are `INSERT … ON CONFLICT DO NOTHING`, one transaction
 per call, so two processes writing at once lose nothing; a run looks up before it computes, so it never
 computes what another process has already stored.
 
@@ -48,7 +48,7 @@ from evaluate.models import ModelInfo
 from evaluate.protocols import TextGenerator, TextScorer
 from evaluate.scoring import ProgressFn, TokenScores
 
-SCORER_VERSION = "1"  # raise when evaluate/scoring.py (or endpoint_scoring.py) computes a score differently
+SCORER_VERSION = "2"  # raise when evaluate/scoring.py (or endpoint_scoring.py) computes a score differently
 GENERATOR_VERSION = "1"  # raise when evaluate/backends.py decodes differently
 ENV = "BUILDER_SCORE_STORE"
 LOOKUP_CHUNK = 500  # keys per SELECT … IN (…): below every database's limit on bound parameters

@@ -16,6 +16,7 @@ import torch
 from sample_workspace import build_sample_release
 from transformers.modeling_outputs import CausalLMOutput
 
+from builder.default_model import gguf_path
 from evaluate.data import load_release_pairs
 from evaluate.models import LoadedModel, ModelInfo, load_model
 from evaluate.toy import judgement_corpus, train_toy
@@ -45,6 +46,12 @@ def toy_dir(release_pairs, tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def toy(toy_dir) -> LoadedModel:
     return load_model(toy_dir)
+
+
+@pytest.fixture(scope="module")
+def smollm2() -> LoadedModel:
+    """The default model, converted from its GGUF file once per machine (cached by the file's sha256)."""
+    return load_model(gguf_path(), batch_size=16)
 
 
 @pytest.fixture(scope="session")

@@ -23,12 +23,6 @@ SMOLLM2_TURN = ("<|im_start|>system\nYou are a helpful AI assistant named SmolLM
                 "<|im_start|>user\n{prompt}<|im_end|>\n<|im_start|>assistant\n")
 
 
-@pytest.fixture(scope="module")
-def smollm2():
-    """The default model, converted from its GGUF file once per machine (cached by the file's sha256)."""
-    return load_model(gguf_path(), batch_size=16)
-
-
 class Seen:
     """What the model is given: every prompt row passed to `generate` and every (context, reply) the scorer scores."""
 

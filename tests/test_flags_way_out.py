@@ -386,5 +386,9 @@ def test_templates_waiting_for_forms_name_the_fill_that_proposes_them(ws, server
     out = cli("templates", "render", "--lang", "de", "--templates", str(root), *cli.here)
     command = re.search(r"\(run `([^`]+)` with the templates rendered here, then verify the forms\)", out).group(1)
     assert command == "builder templates fill --lang de"
-    cli(*shlex.split(command)[1:], "--templates", str(root), *cli.here)
+    out = cli(*shlex.split(command)[1:], "--templates", str(root), *cli.here)
     assert needs(ws, "de", root) == [] and ws.count(t.lexicon_forms) == 6  # proposed, for curators to verify
+    # the fill, and `builder status` after it, name the push that takes the three tables to curators
+    push = shlex.join(["builder", "review", "push", "--stage", "inflections", "--lang", "de", *cli.here])
+    for said in (out, cli("status", *cli.here)):
+        assert step(said, "3 inflections item(s) wait for curators") == push

@@ -14,6 +14,7 @@ from builder.llm.client import LLMClient
 from builder.m2c.fills import needs, propose_forms
 from builder.m2c.render import render_tests
 from builder.m2c.tables import parse_forms
+from builder.next_steps import review_steps
 from builder.reviews import review_status
 from builder.workspace import schema as t
 
@@ -41,6 +42,7 @@ def test_curators_verify_correct_and_reject_proposed_forms(ws, server, label_stu
             await c.aclose()
 
     asyncio.run(fill())
+    assert [s.what.split(" (")[0] for s in review_steps(ws, "inflections", ["de"])] == ["3 inflections item(s) wait for curators"]
     first = push(ws, conn, "de", stage="inflections")
     assert (first.created, first.updated, first.unchanged) == (3, 0, 0)
     assert push(ws, conn, "de", stage="inflections").unchanged == 3  # idempotent
@@ -54,6 +56,7 @@ def test_curators_verify_correct_and_reject_proposed_forms(ws, server, label_stu
     _annotate(conn, tasks["Bett"].id, "reject", comment="synthetic forms")
     s = pull(ws, conn)
     assert s.new == 3 and s.forms == {"verified": 3, "corrected": 1, "rejected": 2}
+    assert review_steps(ws, "inflections", ["de"]) == []  # every table decided: nothing waits
     forms = {(r["lemma"], r["features"]): r for r in ws.rows(select(t.lexicon_forms))}
     assert forms[("Lampe", "PL.DAT")]["form"] == "Lampen" and forms[("Lampe", "PL.DAT")]["proposed_form"] == "Lampe"
     assert forms[("Tisch", "PL.DAT")]["reviewer"] == ls_server.ADMIN_USER

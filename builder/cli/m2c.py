@@ -26,7 +26,7 @@ from builder.m2c.language import available
 from builder.m2c.lexicon import import_unimorph, list_forms, verify_fills
 from builder.m2c.render import render_tests
 from builder.m2c.template_files import load_file, template_files
-from builder.next_steps import stage_steps
+from builder.next_steps import review_steps, stage_steps
 from builder.runner import run_stage
 
 lexicon_app = typer.Typer(help="M2C inflection tables: import UniMorph, verify proposed forms, show.", no_args_is_help=True)
@@ -134,7 +134,8 @@ def fill_cmd(
             ws, c, record, todo, order=order, reask_flagged=reask_flagged, progress=p), err)
         report_stage(run, f"{code}: proposed {run.result.proposed} form(s) for {run.result.lemmas} lemma(s)"
                      + (f"; flagged {', '.join(run.result.flagged)}" if run.result.flagged else ""))
-        show_steps(ws, stage_steps(ws, "fill", [code], ("--templates", str(templates)) if templates else ()))
+        show_steps(ws, stage_steps(ws, "fill", [code], ("--templates", str(templates)) if templates else ())
+                   + review_steps(ws, "inflections", [code]))
 
 
 @templates_app.command("render")

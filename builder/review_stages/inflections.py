@@ -37,6 +37,7 @@ def edit(data: dict, fields: dict) -> FormsEdit:
 register(ReviewStage(
     name="inflections", adjudication="adjudicate-forms", made_on="table", tasks=inflection_tasks, edit=edit,
     pending=lambda ws, lang, settled: len(current_tables(ws, lang)),  # a decided table leaves the waiting ones
+    waiting=current_tables,  # proposed by `templates fill` before a project exists
     released_in="m2c", decide=reviews.decide_tables, textual=("accept", "fix"), versions=lambda opinion: {"forms": opinion.final_text},
     decisions={
         "accept": "every form in the table is right",
