@@ -308,10 +308,15 @@ def wide_attention(module, query, key, value, attention_mask, **kwargs):
 AttentionInterface.register(WIDE_ATTENTION, wide_attention)
 
 
+def attention_implementation(model) -> str | None:
+    """The transformers attention a model runs (None for a model that is not a transformers one)."""
+    return getattr(getattr(model, "config", None), "_attn_implementation", None)
+
+
 @contextmanager
 def attention_for_scoring(model, dtype: str):
     """The model's SDPA attention in float64 while it scores in float32 (`wide_attention`); as it is otherwise."""
-    before = getattr(model.config, "_attn_implementation", None)
+    before = attention_implementation(model)
     if before != "sdpa" or dtype != "float32":
         yield
         return
@@ -383,7 +388,7 @@ class Scorer:
         """The BOS choice, how continuations are tokenized, and the precision (which, in reduced precision, depends
         on whether the output layer runs apart: probed here, on a few tokens)."""
         dtype = self.loaded.info.dtype
-        wide = getattr(self.loaded.model.config, "_attn_implementation", None) == "sdpa"
+        wide = attention_implementation(self.loaded.model) == "sdpa"
         precision = (("float32; attention in float64" if wide else "float32") if dtype == "float32" else
                      f"decoder in {dtype}; output layer (a float32 copy), target logits and log-softmax in float32"
                      if self.split else f"the model's own {dtype} logits; log-softmax in float32")
